@@ -1,0 +1,102 @@
+//! `specscope inspect`: the numbers a port is checked against.
+
+use anyhow::{ensure, Result};
+use candle_core::Tensor;
+use clap::Args;
+use serde_json::{json, Value};
+
+use specscope::model::{AttnRule, LogitSel, Row, RowBatch, TextTokenizer};
+
+use super::{ModelArgs, PromptArgs};
+
+#[derive(Debug, Clone, Args)]
+pub struct InspectArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    #[command(flatten)]
+    pub prompt: PromptArgs,
+    /// How many candidates to list per position.
+    #[arg(long, default_value_t = 10)]
+    pub top_k: usize,
+    /// Length of the all-mask block drafted after the prompt.
+    #[arg(long, default_value_t = 8)]
+    pub block: usize,
+}
+
+/// The `k` largest logits of a (vocab,) row as `[{id, logit, text}]`.
+fn top_k(logits: &Tensor, k: usize, tok: &TextTokenizer) -> Result<Value> {
+    let v: Vec<f32> = logits.to_vec1()?;
+    let mut idx: Vec<usize> = (0..v.len()).collect();
+    idx.sort_by(|&a, &b| v[b].total_cmp(&v[a]).then(a.cmp(&b)));
+    Ok(Value::Array(
+        idx.into_iter()
+            .take(k)
+            .map(|i| json!({"id": i, "logit": v[i], "text": tok.token_text(i as u32)}))
+            .collect(),
+    ))
+}
+
+pub fn run(args: InspectArgs) -> Result<()> {
+    ensure!(args.block > 0, "--block must be at least 1");
+    ensure!(args.top_k > 0, "--top-k must be at least 1");
+    let loaded = args.model.load()?;
+    let (model, tok) = (&loaded.model, &loaded.tokenizer);
+    let cfg = model.config();
+    let prompt = args.prompt.encode(tok)?;
+    ensure!(
+        prompt.len() + args.block <= cfg.max_position_embeddings,
+        "the prompt ({} tokens) plus --block {} exceeds the context of {}",
+        prompt.len(),
+        args.block,
+        cfg.max_position_embeddings
+    );
+    let mut cache = model.new_cache();
+    let prefill = Row::new(0, prompt.clone(), AttnRule::Causal)
+        .commit()
+        .logits(LogitSel::Last);
+    let causal = model.forward(&RowBatch::single(prefill), &mut [&mut cache])?;
+    let mask = cfg.mask_token_id();
+    let mut block =
+        Row::new(0, vec![mask; args.block], AttnRule::Bidirectional).logits(LogitSel::All);
+    if model.has_lora() {
+        block = block.lora_from(0);
+    }
+    let bidi = model.forward(&RowBatch::single(block), &mut [&mut cache])?;
+    let positions = (0..args.block)
+        .map(|i| {
+            Ok(json!({
+                "position": prompt.len() + i,
+                "top": top_k(&bidi[0].get(i)?, args.top_k, tok)?,
+            }))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let out = json!({
+        "model": loaded.files.label,
+        "commit": loaded.files.commit,
+        "device": format!("{:?}", loaded.device),
+        "config": {
+            "vocab_size": cfg.vocab_size, "hidden_size": cfg.hidden_size,
+            "num_hidden_layers": cfg.num_hidden_layers, "num_attention_heads": cfg.num_attention_heads,
+            "num_key_value_heads": cfg.num_kv_heads(), "head_dim": cfg.head_dim(),
+            "rope": cfg.rope(), "mask_token_id": mask, "eos_token_id": cfg.eos_token_ids(),
+        },
+        "weights": {
+            "tensors": loaded.report.tensors,
+            "file_dtypes": loaded.report.file_dtypes,
+            "unexpected": loaded.report.unexpected,
+            "lora": loaded.report.lora,
+        },
+        "prompt_tokens": prompt,
+        "causal": {
+            "position": prompt.len() - 1,
+            "top": top_k(&causal[0].get(0)?, args.top_k, tok)?,
+        },
+        "bidirectional": {
+            "block": args.block,
+            "lora": model.has_lora(),
+            "positions": positions,
+        },
+    });
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(())
+}

@@ -1,0 +1,115 @@
+//! Subcommands of the `specscope` binary.
+
+pub mod inspect;
+pub mod profile;
+pub mod run;
+
+use std::io::{IsTerminal, Read};
+
+use anyhow::{bail, Context, Result};
+use candle_core::Device;
+use clap::Args;
+
+use specscope::model::{
+    self, ChatMessage, LoadOptions, LoadReport, Model, ModelFiles, ModelSource, TextTokenizer,
+};
+
+/// Where the model comes from and where it runs (shared by every subcommand).
+#[derive(Debug, Clone, Args)]
+pub struct ModelArgs {
+    /// A hub id (owner/name), a local model directory, or nothing for the bundled model.
+    #[arg(long, env = "SPECSCOPE_MODEL")]
+    pub model: Option<String>,
+    /// Hub revision (branch, tag or commit) when --model is a hub id.
+    #[arg(long)]
+    pub revision: Option<String>,
+    /// cpu, cuda or auto (CUDA when compiled in and present).
+    #[arg(long, default_value = "auto")]
+    pub device: String,
+    /// Do not attach the checkpoint's linear_spec_lora/ draft adapter.
+    #[arg(long)]
+    pub no_lora: bool,
+}
+
+/// A loaded checkpoint with everything the subcommands print about it.
+pub struct Loaded {
+    pub files: ModelFiles,
+    pub model: Model,
+    pub tokenizer: TextTokenizer,
+    pub report: LoadReport,
+    pub device: Device,
+}
+
+impl ModelArgs {
+    pub fn load(&self) -> Result<Loaded> {
+        let source = ModelSource::parse(self.model.as_deref(), self.revision.as_deref())?;
+        let files = source.resolve()?;
+        let device = model::select_device(&self.device)?;
+        let opts = LoadOptions {
+            lora: !self.no_lora,
+            ..LoadOptions::default()
+        };
+        let (model, report) = model::load(&files, &device, opts)?;
+        let tokenizer = model::load_tokenizer(&files, model.config())?;
+        Ok(Loaded {
+            files,
+            model,
+            tokenizer,
+            report,
+            device,
+        })
+    }
+}
+
+/// How the prompt text becomes tokens.
+#[derive(Debug, Clone, Args)]
+pub struct PromptArgs {
+    /// The prompt; read from standard input when absent.
+    #[arg(long, short)]
+    pub prompt: Option<String>,
+    /// Feed the prompt as plain text instead of a chat turn.
+    #[arg(long, conflicts_with = "chat")]
+    pub raw: bool,
+    /// Wrap the prompt in the model's chat template (the default).
+    #[arg(long)]
+    pub chat: bool,
+    /// System message for chat prompts.
+    #[arg(long)]
+    pub system: Option<String>,
+    /// Turn the template's thinking mode on (off by default).
+    #[arg(long)]
+    pub think: bool,
+}
+
+impl PromptArgs {
+    pub fn text(&self) -> Result<String> {
+        if let Some(p) = &self.prompt {
+            return Ok(p.clone());
+        }
+        let mut stdin = std::io::stdin();
+        if stdin.is_terminal() {
+            bail!("no prompt: pass --prompt TEXT or pipe the prompt on standard input");
+        }
+        let mut s = String::new();
+        stdin
+            .read_to_string(&mut s)
+            .context("cannot read the prompt from standard input")?;
+        if s.trim().is_empty() {
+            bail!("no prompt: standard input was empty; pass --prompt TEXT or pipe the prompt");
+        }
+        Ok(s)
+    }
+
+    pub fn encode(&self, tok: &TextTokenizer) -> Result<Vec<u32>> {
+        let text = self.text()?;
+        if self.raw {
+            return tok.encode_raw(&text);
+        }
+        let mut messages = Vec::new();
+        if let Some(sys) = &self.system {
+            messages.push(ChatMessage::new("system", sys));
+        }
+        messages.push(ChatMessage::new("user", text.trim_end_matches('\n')));
+        tok.encode_chat(&messages, self.think)
+    }
+}

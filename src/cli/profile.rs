@@ -1,0 +1,143 @@
+//! `specscope profile`: forward latency for rows x tokens x committed-cache lengths.
+
+use std::time::Instant;
+
+use anyhow::{ensure, Context, Result};
+use clap::Args;
+use serde::Serialize;
+
+use specscope::model::synthetic::{self, Rng, Spec};
+use specscope::model::{self, AttnRule, KvCache, LogitSel, Model, Row, RowBatch};
+
+use super::ModelArgs;
+
+#[derive(Debug, Clone, Args)]
+pub struct ProfileArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Profile a random ~4.5M-parameter model instead of the bundled or given one.
+    #[arg(long)]
+    pub synthetic: bool,
+    /// Rows per forward (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "1,4")]
+    pub rows: Vec<usize>,
+    /// Query tokens per row (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "1,8,16,32")]
+    pub tokens: Vec<usize>,
+    /// Committed cache length before each row (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "256,1024")]
+    pub cache: Vec<usize>,
+    /// Timed repetitions per point (the median is reported).
+    #[arg(long, default_value_t = 7)]
+    pub repeats: usize,
+    /// Also write the table as JSON to this file.
+    #[arg(long)]
+    pub json: Option<std::path::PathBuf>,
+}
+
+/// One measured point.
+#[derive(Debug, Clone, Serialize)]
+pub struct Point {
+    pub cache_len: usize,
+    pub rows: usize,
+    pub tokens: usize,
+    pub median_ms: f64,
+    pub min_ms: f64,
+}
+
+fn prefill(model: &Model, len: usize, seed: u64) -> Result<KvCache> {
+    let mut cache = model.new_cache();
+    let vocab = model.config().vocab_size as u64;
+    let mut rng = Rng::new(seed);
+    let ids: Vec<u32> = (0..len).map(|_| (rng.next_u64() % vocab) as u32).collect();
+    for chunk in ids.chunks(256) {
+        let row = Row::new(0, chunk.to_vec(), AttnRule::Causal).commit();
+        model.forward(&RowBatch::single(row), &mut [&mut cache])?;
+    }
+    Ok(cache)
+}
+
+pub fn run(args: ProfileArgs) -> Result<()> {
+    ensure!(args.repeats > 0, "--repeats must be at least 1");
+    let bundled = model::source::bundled_dir().join("config.json").is_file();
+    let (model, label) = if args.synthetic || (args.model.model.is_none() && !bundled) {
+        let device = model::select_device(&args.model.device)?;
+        let spec = Spec::small_4m();
+        (
+            synthetic::build_model(&spec, &device)?,
+            "synthetic ~4.5M params".to_string(),
+        )
+    } else {
+        let loaded = args.model.load()?;
+        (loaded.model, loaded.files.label)
+    };
+    let cfg = model.config();
+    let params = cfg.vocab_size * cfg.hidden_size * 2
+        + cfg.num_hidden_layers
+            * (cfg.hidden_size * cfg.num_attention_heads * cfg.head_dim() * 2
+                + cfg.hidden_size * cfg.num_kv_heads() * cfg.head_dim() * 2
+                + 3 * cfg.hidden_size * cfg.intermediate_size);
+    println!(
+        "model: {label} ({:.2}M params, {} layers, hidden {}); device {:?}; threads {}",
+        params as f64 / 1e6,
+        cfg.num_hidden_layers,
+        cfg.hidden_size,
+        model.device(),
+        candle_core::utils::get_num_threads()
+    );
+    println!(
+        "{:>6} {:>5} {:>7} {:>11} {:>11} {:>13}",
+        "cache", "rows", "tokens", "median ms", "min ms", "ms / token"
+    );
+    let max_rows = args.rows.iter().copied().max().unwrap_or(1);
+    let mut points = Vec::new();
+    for &cache_len in &args.cache {
+        let mut caches = (0..max_rows)
+            .map(|i| prefill(&model, cache_len, i as u64))
+            .collect::<Result<Vec<_>>>()
+            .with_context(|| format!("prefilling caches of {cache_len} tokens"))?;
+        for &rows in &args.rows {
+            for &tokens in &args.tokens {
+                let batch = RowBatch::new(
+                    (0..rows)
+                        .map(|r| {
+                            Row::new(r, vec![7; tokens], AttnRule::Causal).logits(LogitSel::All)
+                        })
+                        .collect(),
+                );
+                let mut refs: Vec<&mut KvCache> = caches.iter_mut().collect();
+                model.forward(&batch, &mut refs)?; // warm-up
+                let mut ms = Vec::with_capacity(args.repeats);
+                for _ in 0..args.repeats {
+                    let t = Instant::now();
+                    model.forward(&batch, &mut refs)?;
+                    ms.push(t.elapsed().as_secs_f64() * 1e3);
+                }
+                ms.sort_by(f64::total_cmp);
+                let p = Point {
+                    cache_len,
+                    rows,
+                    tokens,
+                    median_ms: ms[ms.len() / 2],
+                    min_ms: ms[0],
+                };
+                println!(
+                    "{:>6} {:>5} {:>7} {:>11.2} {:>11.2} {:>13.3}",
+                    p.cache_len,
+                    p.rows,
+                    p.tokens,
+                    p.median_ms,
+                    p.min_ms,
+                    p.median_ms / (rows * tokens) as f64
+                );
+                points.push(p);
+            }
+        }
+    }
+    if let Some(path) = &args.json {
+        let out = serde_json::json!({"model": label, "points": points});
+        std::fs::write(path, serde_json::to_string_pretty(&out)?)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,7 @@
+//! specscope: interactive diffusion-AR self-speculative decoding.
+//!
+//! `model` is the tri-mode backbone (causal, bidirectional and mixed rows over one
+//! committed KV cache); `engine` decodes with it.
+
+pub mod engine;
+pub mod model;

@@ -1,0 +1,41 @@
+//! The `specscope` command line.
+
+mod cli;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Interactive diffusion-AR self-speculative decoding: draft, verify, see every round.
+#[derive(Debug, Parser)]
+#[command(name = "specscope", version, about, arg_required_else_help = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Generate for one prompt without the screen and print the text (or JSON).
+    Run(cli::run::RunArgs),
+    /// Print causal next-token and bidirectional block top-k as JSON (port checks).
+    Inspect(cli::inspect::InspectArgs),
+    /// Measure forward latency for rows x tokens x cache lengths.
+    Profile(cli::profile::ProfileArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(a) => cli::run::run(a),
+        Command::Inspect(a) => cli::inspect::run(a),
+        Command::Profile(a) => cli::profile::run(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("specscope: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,309 @@
+//! Where a checkpoint comes from: the bundled model, a local directory or a hub id.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use hf_hub::{Repo, RepoType};
+
+/// Directory of the bundled tiny model (made by `specscope train`).
+pub fn bundled_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("assets")
+        .join("tiny-nld")
+}
+
+/// The files of one checkpoint, resolved on disk.
+#[derive(Debug, Clone)]
+pub struct ModelFiles {
+    /// What the user asked for, as shown on screen and in recordings.
+    pub label: String,
+    /// The hub commit the files come from, when known.
+    pub commit: Option<String>,
+    pub config: PathBuf,
+    pub weights: Vec<PathBuf>,
+    pub tokenizer: PathBuf,
+    pub tokenizer_config: Option<PathBuf>,
+    pub chat_template: Option<PathBuf>,
+    pub generation_config: Option<PathBuf>,
+    /// `linear_spec_lora/` holding `adapter_config.json` and `adapter_model.safetensors`.
+    pub lora_dir: Option<PathBuf>,
+}
+
+/// How `--model` was given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelSource {
+    Bundled,
+    Local(PathBuf),
+    Hub { id: String, revision: String },
+}
+
+impl ModelSource {
+    /// Interprets `--model`: nothing is the bundled model, an existing directory (or
+    /// anything that looks like a path) is local, `owner/name` is a hub id.
+    pub fn parse(spec: Option<&str>, revision: Option<&str>) -> Result<Self> {
+        let Some(spec) = spec else {
+            return Ok(ModelSource::Bundled);
+        };
+        let path = Path::new(spec);
+        if path.is_dir() {
+            return Ok(ModelSource::Local(path.to_path_buf()));
+        }
+        let looks_like_path = spec.starts_with('.')
+            || spec.starts_with('/')
+            || spec.starts_with('~')
+            || spec.matches('/').count() != 1
+            || path.exists();
+        if looks_like_path {
+            bail!("--model {spec}: looks like a local path but is not a directory");
+        }
+        Ok(ModelSource::Hub {
+            id: spec.to_string(),
+            revision: revision.unwrap_or("main").to_string(),
+        })
+    }
+
+    /// Finds (and for a hub id, downloads or looks up in the HF cache) every file.
+    pub fn resolve(&self) -> Result<ModelFiles> {
+        match self {
+            ModelSource::Bundled => {
+                let dir = bundled_dir();
+                if !dir.join("config.json").is_file() {
+                    bail!(
+                        "no --model given and the bundled model is missing at {} (it is made by `specscope train`); pass --model DIR or --model OWNER/NAME",
+                        dir.display()
+                    );
+                }
+                local_files(&dir, "bundled:tiny-nld".to_string())
+            }
+            ModelSource::Local(dir) => local_files(dir, dir.display().to_string()),
+            ModelSource::Hub { id, revision } => hub_files(id, revision),
+        }
+    }
+}
+
+fn existing(p: PathBuf) -> Option<PathBuf> {
+    p.is_file().then_some(p)
+}
+
+/// Shard names listed by `model.safetensors.index.json`, in order, without repeats.
+fn shards_from_index(index: &Path) -> Result<Vec<String>> {
+    let text = std::fs::read_to_string(index)
+        .with_context(|| format!("cannot read {}", index.display()))?;
+    let v: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("invalid JSON in {}", index.display()))?;
+    let map = v
+        .get("weight_map")
+        .and_then(|m| m.as_object())
+        .with_context(|| format!("{}: field `weight_map` is missing", index.display()))?;
+    let mut shards: Vec<String> = Vec::new();
+    for file in map.values().filter_map(|f| f.as_str()) {
+        if !shards.iter().any(|s| s == file) {
+            shards.push(file.to_string());
+        }
+    }
+    Ok(shards)
+}
+
+fn local_files(dir: &Path, label: String) -> Result<ModelFiles> {
+    let config = dir.join("config.json");
+    if !config.is_file() {
+        bail!(
+            "{}: missing config.json (is this a model directory?)",
+            config.display()
+        );
+    }
+    let single = dir.join("model.safetensors");
+    let index = dir.join("model.safetensors.index.json");
+    let weights = if single.is_file() {
+        vec![single]
+    } else if index.is_file() {
+        shards_from_index(&index)?
+            .into_iter()
+            .map(|s| dir.join(s))
+            .collect()
+    } else {
+        bail!(
+            "{}: missing model.safetensors (or model.safetensors.index.json)",
+            single.display()
+        );
+    };
+    let lora = dir.join("linear_spec_lora");
+    Ok(ModelFiles {
+        label,
+        commit: None,
+        config,
+        weights,
+        tokenizer: dir.join("tokenizer.json"),
+        tokenizer_config: existing(dir.join("tokenizer_config.json")),
+        chat_template: existing(dir.join("chat_template.jinja")),
+        generation_config: existing(dir.join("generation_config.json")),
+        lora_dir: lora.join("adapter_config.json").is_file().then_some(lora),
+    })
+}
+
+fn env_truthy(name: &str) -> bool {
+    std::env::var(name)
+        .map(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on"))
+        .unwrap_or(false)
+}
+
+/// The HF cache directory: `HF_HUB_CACHE`, else `HF_HOME/hub`, else `~/.cache/huggingface/hub`.
+pub fn hf_cache_dir() -> Result<PathBuf> {
+    if let Ok(p) = std::env::var("HF_HUB_CACHE") {
+        return Ok(PathBuf::from(p));
+    }
+    if let Ok(p) = std::env::var("HF_HOME") {
+        return Ok(PathBuf::from(p).join("hub"));
+    }
+    let home = std::env::var_os("HOME")
+        .context("neither HF_HOME nor HOME is set: cannot locate the HF cache")?;
+    Ok(PathBuf::from(home)
+        .join(".cache")
+        .join("huggingface")
+        .join("hub"))
+}
+
+/// Fetches one file: from the cache only when offline, else cache first then network.
+struct HubFetcher {
+    id: String,
+    revision: String,
+    cache: hf_hub::Cache,
+    offline: bool,
+    api: Option<hf_hub::api::sync::ApiRepo>,
+}
+
+impl HubFetcher {
+    fn new(id: &str, revision: &str) -> Result<Self> {
+        let cache = hf_hub::Cache::new(hf_cache_dir()?);
+        let offline = env_truthy("HF_HUB_OFFLINE");
+        let repo = Repo::with_revision(id.to_string(), RepoType::Model, revision.to_string());
+        let api = if offline {
+            None
+        } else {
+            let mut b =
+                hf_hub::api::sync::ApiBuilder::from_cache(cache.clone()).with_progress(true);
+            if let Ok(endpoint) = std::env::var("HF_ENDPOINT") {
+                b = b.with_endpoint(endpoint);
+            }
+            Some(
+                b.build()
+                    .context("cannot start the HF hub client")?
+                    .repo(repo),
+            )
+        };
+        Ok(Self {
+            id: id.to_string(),
+            revision: revision.to_string(),
+            cache,
+            offline,
+            api,
+        })
+    }
+
+    fn get(&self, file: &str) -> Result<PathBuf> {
+        let repo = Repo::with_revision(self.id.clone(), RepoType::Model, self.revision.clone());
+        if let Some(p) = self.cache.repo(repo).get(file) {
+            return Ok(p);
+        }
+        match &self.api {
+            None => bail!(
+                "HF_HUB_OFFLINE is set and {file} of {}@{} is not in the HF cache {}; download it first (huggingface-cli download {}) or unset HF_HUB_OFFLINE",
+                self.id,
+                self.revision,
+                self.cache.path().display(),
+                self.id
+            ),
+            Some(api) => api.get(file).with_context(|| {
+                format!(
+                    "cannot download {file} of {}@{} from the hub (set HF_HUB_OFFLINE=1 to use only the cache at {})",
+                    self.id,
+                    self.revision,
+                    self.cache.path().display()
+                )
+            }),
+        }
+    }
+
+    fn optional(&self, file: &str) -> Option<PathBuf> {
+        self.get(file).ok()
+    }
+
+    fn commit(&self) -> Option<String> {
+        let refs = self
+            .cache
+            .path()
+            .join(format!("models--{}", self.id.replace('/', "--")))
+            .join("refs")
+            .join(&self.revision);
+        std::fs::read_to_string(refs)
+            .ok()
+            .map(|s| s.trim().to_string())
+    }
+}
+
+fn hub_files(id: &str, revision: &str) -> Result<ModelFiles> {
+    let f = HubFetcher::new(id, revision)?;
+    let config = f.get("config.json")?;
+    let weights = match f.get("model.safetensors") {
+        Ok(p) => vec![p],
+        Err(single_err) => match f.optional("model.safetensors.index.json") {
+            Some(index) => shards_from_index(&index)?
+                .iter()
+                .map(|s| f.get(s))
+                .collect::<Result<Vec<_>>>()?,
+            None => return Err(single_err),
+        },
+    };
+    let tokenizer = f.get("tokenizer.json")?;
+    let lora_dir = f
+        .optional("linear_spec_lora/adapter_config.json")
+        .and_then(|c| {
+            f.optional("linear_spec_lora/adapter_model.safetensors")
+                .map(|_| c)
+        })
+        .and_then(|c| c.parent().map(Path::to_path_buf));
+    if lora_dir.is_none() && !f.offline {
+        eprintln!(
+            "specscope: {id}@{revision} has no linear_spec_lora/; drafting without the adapter"
+        );
+    }
+    Ok(ModelFiles {
+        label: format!("{id}@{revision}"),
+        commit: f.commit(),
+        config,
+        weights,
+        tokenizer,
+        tokenizer_config: f.optional("tokenizer_config.json"),
+        chat_template: f.optional("chat_template.jinja"),
+        generation_config: f.optional("generation_config.json"),
+        lora_dir,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_tells_paths_from_hub_ids() {
+        assert_eq!(
+            ModelSource::parse(None, None).unwrap(),
+            ModelSource::Bundled
+        );
+        assert_eq!(
+            ModelSource::parse(Some("nvidia/Nemotron-Labs-Diffusion-8B"), None).unwrap(),
+            ModelSource::Hub {
+                id: "nvidia/Nemotron-Labs-Diffusion-8B".into(),
+                revision: "main".into()
+            }
+        );
+        let err = ModelSource::parse(Some("./no/such/dir"), None).unwrap_err();
+        assert!(err.to_string().contains("local path"), "{err}");
+        let tmp = tempfile::tempdir().unwrap();
+        let spec = tmp.path().to_str().unwrap();
+        assert_eq!(
+            ModelSource::parse(Some(spec), None).unwrap(),
+            ModelSource::Local(tmp.path().to_path_buf())
+        );
+    }
+}

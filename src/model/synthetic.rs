@@ -1,0 +1,317 @@
+//! Small checkpoints with the real NLD layout and random weights, written to disk. Tests
+//! and `specscope profile` use them; nothing here downloads anything.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use candle_core::{DType, Device, Tensor};
+
+/// The ChatML template with NLD's thinking tags (thinking off by default).
+pub const CHAT_TEMPLATE: &str = include_str!("chat_template.jinja");
+
+/// Special tokens in NLD's manner, in id order from 0.
+pub const SPECIAL_TOKENS: [&str; 9] = [
+    "<unk>",
+    "<s>",
+    "</s>",
+    "<pad>",
+    "<|mask|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<think>",
+    "</think>",
+];
+pub const BOS_ID: u32 = 1;
+pub const MASK_ID: u32 = 4;
+pub const EOS_ID: u32 = 6;
+/// Byte-level base tokens start here (ids 16..272).
+pub const BYTE_BASE: u32 = 16;
+
+/// Geometry and options of a synthetic checkpoint.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub intermediate_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    pub num_key_value_heads: usize,
+    pub head_dim: usize,
+    pub max_position_embeddings: usize,
+    /// `Some((factor, original_max))` writes YaRN rope_parameters, `None` plain RoPE.
+    pub yarn: Option<(f64, usize)>,
+    pub rope_theta: f64,
+    pub seed: u64,
+    pub dtype: DType,
+    /// Rank of a `linear_spec_lora/` adapter to write, if any.
+    pub lora_rank: Option<usize>,
+}
+
+impl Spec {
+    /// A toy model that tests build in milliseconds.
+    pub fn toy() -> Self {
+        Self {
+            vocab_size: 288,
+            hidden_size: 64,
+            intermediate_size: 128,
+            num_hidden_layers: 2,
+            num_attention_heads: 4,
+            num_key_value_heads: 2,
+            head_dim: 16,
+            max_position_embeddings: 4096,
+            yarn: None,
+            rope_theta: 10_000.0,
+            seed: 7,
+            dtype: DType::F32,
+            lora_rank: None,
+        }
+    }
+
+    /// About 4.5M parameters: the size of the bundled model, for profiling.
+    pub fn small_4m() -> Self {
+        Self {
+            vocab_size: 4096,
+            hidden_size: 256,
+            intermediate_size: 512,
+            num_hidden_layers: 4,
+            num_attention_heads: 4,
+            num_key_value_heads: 2,
+            head_dim: 64,
+            max_position_embeddings: 4096,
+            ..Self::toy()
+        }
+    }
+
+    /// config.json for this spec, with the real NLD field names.
+    pub fn config_json(&self) -> serde_json::Value {
+        let mut rope = serde_json::json!({"rope_type": "default", "rope_theta": self.rope_theta});
+        if let Some((factor, orig)) = self.yarn {
+            rope = serde_json::json!({
+                "rope_type": "yarn", "rope_theta": self.rope_theta, "factor": factor,
+                "original_max_position_embeddings": orig, "beta_fast": 32.0, "beta_slow": 1.0,
+                "mscale": 1.0, "mscale_all_dim": 1.0, "llama_4_scaling_beta": 0.1
+            });
+        }
+        serde_json::json!({
+            "architectures": ["NemotronLabsDiffusionModel"],
+            "model_type": "nemotron_labs_diffusion",
+            "vocab_size": self.vocab_size,
+            "hidden_size": self.hidden_size,
+            "intermediate_size": self.intermediate_size,
+            "num_hidden_layers": self.num_hidden_layers,
+            "num_attention_heads": self.num_attention_heads,
+            "num_key_value_heads": self.num_key_value_heads,
+            "head_dim": self.head_dim,
+            "hidden_act": "silu",
+            "rms_norm_eps": 1e-5,
+            "max_position_embeddings": self.max_position_embeddings,
+            "rope_parameters": rope,
+            "attention_bias": false, "mlp_bias": false, "attention_dropout": 0.0,
+            "sliding_window": null,
+            "tie_word_embeddings": false,
+            "torch_dtype": if self.dtype == DType::BF16 { "bfloat16" } else { "float32" },
+            "use_cache": false,
+            "mask_token_id": MASK_ID,
+            "bos_token_id": BOS_ID,
+            "eos_token_id": EOS_ID,
+            "pad_token_id": 3,
+            "block_size": 32,
+            "dlm_paradigm": "bidirectional",
+            "ar_loss_weight": 1.0,
+            "dlm_loss_weight": 0.3
+        })
+    }
+}
+
+/// Deterministic normal samples (splitmix64 + Box-Muller): same seed, same weights.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Self(seed ^ 0x9E37_79B9_7F4A_7C15)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in (0, 1).
+    pub fn uniform(&mut self) -> f64 {
+        ((self.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    }
+
+    pub fn normal(&mut self) -> f64 {
+        let (u1, u2) = (self.uniform(), self.uniform());
+        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+    }
+
+    pub fn tensor(&mut self, shape: &[usize], std: f64) -> Result<Tensor> {
+        let n: usize = shape.iter().product();
+        let v: Vec<f32> = (0..n).map(|_| (self.normal() * std) as f32).collect();
+        Ok(Tensor::from_vec(v, shape, &Device::Cpu)?)
+    }
+}
+
+/// Every backbone tensor under its checkpoint name, random but deterministic.
+pub fn random_weights(spec: &Spec) -> Result<HashMap<String, Tensor>> {
+    let mut rng = Rng::new(spec.seed);
+    let (h, i, v) = (spec.hidden_size, spec.intermediate_size, spec.vocab_size);
+    let q = spec.num_attention_heads * spec.head_dim;
+    let kv = spec.num_key_value_heads * spec.head_dim;
+    let mut w = HashMap::new();
+    w.insert(
+        "encoder.embed_tokens.weight".to_string(),
+        rng.tensor(&[v, h], 1.0)?,
+    );
+    let lin =
+        |rng: &mut Rng, out: usize, inp: usize| rng.tensor(&[out, inp], 1.0 / (inp as f64).sqrt());
+    for l in 0..spec.num_hidden_layers {
+        let p = format!("encoder.layers.{l}");
+        let norm = |rng: &mut Rng| -> Result<Tensor> { Ok((rng.tensor(&[h], 0.1)? + 1.0)?) };
+        w.insert(format!("{p}.input_layernorm.weight"), norm(&mut rng)?);
+        w.insert(
+            format!("{p}.post_attention_layernorm.weight"),
+            norm(&mut rng)?,
+        );
+        w.insert(format!("{p}.self_attn.q_proj.weight"), lin(&mut rng, q, h)?);
+        w.insert(
+            format!("{p}.self_attn.k_proj.weight"),
+            lin(&mut rng, kv, h)?,
+        );
+        w.insert(
+            format!("{p}.self_attn.v_proj.weight"),
+            lin(&mut rng, kv, h)?,
+        );
+        w.insert(format!("{p}.self_attn.o_proj.weight"), lin(&mut rng, h, q)?);
+        w.insert(format!("{p}.mlp.gate_proj.weight"), lin(&mut rng, i, h)?);
+        w.insert(format!("{p}.mlp.up_proj.weight"), lin(&mut rng, i, h)?);
+        w.insert(format!("{p}.mlp.down_proj.weight"), lin(&mut rng, h, i)?);
+    }
+    w.insert(
+        "encoder.norm.weight".to_string(),
+        Tensor::ones(h, DType::F32, &Device::Cpu)?,
+    );
+    w.insert("diffusion_head.weight".to_string(), lin(&mut rng, v, h)?);
+    Ok(w)
+}
+
+/// GPT-2's byte-to-printable-character table used by byte-level BPE.
+pub fn byte_chars() -> Vec<char> {
+    let printable: Vec<u32> = ('!' as u32..='~' as u32)
+        .chain('¡' as u32..='¬' as u32)
+        .chain('®' as u32..='ÿ' as u32)
+        .collect();
+    let mut chars = vec!['\0'; 256];
+    for &b in &printable {
+        chars[b as usize] = char::from_u32(b).unwrap_or_default();
+    }
+    let mut extra = 0;
+    for b in 0..256u32 {
+        if !printable.contains(&b) {
+            chars[b as usize] = char::from_u32(256 + extra).unwrap_or_default();
+            extra += 1;
+        }
+    }
+    chars
+}
+
+/// A byte-level BPE `tokenizer.json` with no merges: every byte is a token.
+pub fn byte_tokenizer_json() -> serde_json::Value {
+    let mut vocab = serde_json::Map::new();
+    for (id, tok) in SPECIAL_TOKENS.iter().enumerate() {
+        vocab.insert(tok.to_string(), id.into());
+    }
+    for (b, c) in byte_chars().into_iter().enumerate() {
+        vocab.insert(c.to_string(), (BYTE_BASE as usize + b).into());
+    }
+    let added: Vec<serde_json::Value> = SPECIAL_TOKENS
+        .iter()
+        .enumerate()
+        .map(|(id, tok)| {
+            serde_json::json!({"id": id, "content": tok, "single_word": false, "lstrip": false,
+                "rstrip": false, "normalized": false, "special": true})
+        })
+        .collect();
+    serde_json::json!({
+        "version": "1.0", "truncation": null, "padding": null,
+        "added_tokens": added,
+        "normalizer": null,
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true},
+        "post_processor": null,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true},
+        "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
+            "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false, "ignore_merges": false,
+            "vocab": vocab, "merges": []}
+    })
+}
+
+fn write_json(path: &Path, v: &serde_json::Value) -> Result<()> {
+    let text = serde_json::to_string_pretty(v)?;
+    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+}
+
+fn save(tensors: &HashMap<String, Tensor>, dtype: DType, path: &Path) -> Result<()> {
+    let converted = tensors
+        .iter()
+        .map(|(k, t)| Ok((k.clone(), t.to_dtype(dtype)?)))
+        .collect::<Result<HashMap<_, _>>>()?;
+    candle_core::safetensors::save(&converted, path)
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Writes a complete model directory: config, weights, tokenizer, template, LoRA.
+pub fn write_checkpoint(dir: &Path, spec: &Spec) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    write_json(&dir.join("config.json"), &spec.config_json())?;
+    save(
+        &random_weights(spec)?,
+        spec.dtype,
+        &dir.join("model.safetensors"),
+    )?;
+    write_json(&dir.join("tokenizer.json"), &byte_tokenizer_json())?;
+    write_json(
+        &dir.join("tokenizer_config.json"),
+        &serde_json::json!({"bos_token": "<s>", "eos_token": "<|im_end|>", "pad_token": "<pad>",
+            "model_max_length": spec.max_position_embeddings}),
+    )?;
+    std::fs::write(dir.join("chat_template.jinja"), CHAT_TEMPLATE)?;
+    write_json(
+        &dir.join("generation_config.json"),
+        &serde_json::json!({"bos_token_id": BOS_ID, "eos_token_id": [EOS_ID]}),
+    )?;
+    if let Some(r) = spec.lora_rank {
+        let lora = dir.join("linear_spec_lora");
+        std::fs::create_dir_all(&lora)?;
+        write_json(
+            &lora.join("adapter_config.json"),
+            &serde_json::json!({"peft_type": "LORA", "r": r, "lora_alpha": 4 * r,
+                "target_modules": ["o_proj"], "inference_mode": true}),
+        )?;
+        let mut rng = Rng::new(spec.seed + 1);
+        let q = spec.num_attention_heads * spec.head_dim;
+        let mut w = HashMap::new();
+        for l in 0..spec.num_hidden_layers {
+            let p = format!("base_model.model.encoder.layers.{l}.self_attn.o_proj");
+            w.insert(format!("{p}.lora_A.weight"), rng.tensor(&[r, q], 0.05)?);
+            w.insert(
+                format!("{p}.lora_B.weight"),
+                rng.tensor(&[spec.hidden_size, r], 0.05)?,
+            );
+        }
+        save(&w, DType::F32, &lora.join("adapter_model.safetensors"))?;
+    }
+    Ok(())
+}
+
+/// Builds a random model in memory (no files), e.g. for profiling.
+pub fn build_model(spec: &Spec, device: &candle_core::Device) -> Result<super::Model> {
+    let cfg: super::Config = serde_json::from_value(spec.config_json())?;
+    let weights = random_weights(spec)?;
+    let vb = candle_nn::VarBuilder::from_tensors(weights, DType::F32, device);
+    super::Model::new(&cfg, vb)
+}

@@ -1,0 +1,254 @@
+//! `tokenizer.json`, the chat template (rendered with minijinja) and a streaming
+//! detokenizer that never emits half a UTF-8 character.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::source::ModelFiles;
+
+/// One chat turn.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    pub role: String,
+    pub content: String,
+}
+
+impl ChatMessage {
+    pub fn new(role: &str, content: &str) -> Self {
+        Self {
+            role: role.to_string(),
+            content: content.to_string(),
+        }
+    }
+}
+
+/// Tokenizer plus the chat template and special tokens of a checkpoint. Cheap to clone.
+#[derive(Clone)]
+pub struct TextTokenizer {
+    inner: Arc<tokenizers::Tokenizer>,
+    template: Option<Arc<str>>,
+    bos_token: Option<String>,
+    eos_token: Option<String>,
+    bos_id: Option<u32>,
+}
+
+/// `"<s>"` or `{"content": "<s>", ...}` in tokenizer_config.json.
+fn token_string(v: Option<&serde_json::Value>) -> Option<String> {
+    match v? {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Object(o) => o.get("content")?.as_str().map(str::to_string),
+        _ => None,
+    }
+}
+
+impl TextTokenizer {
+    /// Loads `tokenizer.json`, then the template from `chat_template.jinja` or
+    /// `tokenizer_config.json`. `bos_id` comes from config.json when the tokenizer
+    /// config does not name a BOS token.
+    pub fn load(files: &ModelFiles, bos_id: Option<u32>) -> Result<Self> {
+        let inner = tokenizers::Tokenizer::from_file(&files.tokenizer)
+            .map_err(|e| anyhow!("{e}"))
+            .with_context(|| format!("cannot read tokenizer {}", files.tokenizer.display()))?;
+        let tcfg: Option<serde_json::Value> = match &files.tokenizer_config {
+            Some(p) => Some(read_json(p)?),
+            None => None,
+        };
+        let template = match &files.chat_template {
+            Some(p) => Some(
+                std::fs::read_to_string(p)
+                    .with_context(|| format!("cannot read chat template {}", p.display()))?,
+            ),
+            None => tcfg
+                .as_ref()
+                .and_then(|c| template_from_config(c.get("chat_template"))),
+        };
+        let mut bos_token = token_string(tcfg.as_ref().and_then(|c| c.get("bos_token")));
+        let eos_token = token_string(tcfg.as_ref().and_then(|c| c.get("eos_token")));
+        let bos_id = match &bos_token {
+            Some(t) => inner.token_to_id(t).or(bos_id),
+            None => bos_id,
+        };
+        if bos_token.is_none() {
+            bos_token = bos_id.and_then(|id| inner.id_to_token(id));
+        }
+        Ok(Self {
+            inner: Arc::new(inner),
+            template: template.map(Arc::from),
+            bos_token,
+            eos_token,
+            bos_id,
+        })
+    }
+
+    pub fn inner(&self) -> &tokenizers::Tokenizer {
+        &self.inner
+    }
+
+    pub fn has_chat_template(&self) -> bool {
+        self.template.is_some()
+    }
+
+    pub fn bos_id(&self) -> Option<u32> {
+        self.bos_id
+    }
+
+    pub fn token_id(&self, token: &str) -> Option<u32> {
+        self.inner.token_to_id(token)
+    }
+
+    pub fn vocab_size(&self) -> usize {
+        self.inner.get_vocab_size(true)
+    }
+
+    /// Renders the chat template (generation prompt on) to text.
+    pub fn render_chat(&self, messages: &[ChatMessage], enable_thinking: bool) -> Result<String> {
+        let Some(src) = &self.template else {
+            bail!("this model has no chat template (chat_template.jinja or tokenizer_config.json); use --raw");
+        };
+        let mut env = minijinja::Environment::new();
+        env.set_trim_blocks(true);
+        env.set_lstrip_blocks(true);
+        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        minijinja_contrib::add_to_environment(&mut env);
+        env.add_function(
+            "raise_exception",
+            |msg: String| -> std::result::Result<String, minijinja::Error> {
+                Err(minijinja::Error::new(
+                    minijinja::ErrorKind::InvalidOperation,
+                    msg,
+                ))
+            },
+        );
+        env.add_template("chat", src)
+            .map_err(|e| anyhow!("{e:#}"))
+            .context("invalid chat template")?;
+        let tmpl = env.get_template("chat").map_err(|e| anyhow!("{e}"))?;
+        tmpl.render(minijinja::context! {
+            messages => messages,
+            add_generation_prompt => true,
+            enable_thinking => enable_thinking,
+            bos_token => self.bos_token.clone().unwrap_or_default(),
+            eos_token => self.eos_token.clone().unwrap_or_default(),
+        })
+        .map_err(|e| anyhow!("{e:#}"))
+        .context("cannot render the chat template")
+    }
+
+    /// Token ids of a chat, starting with exactly one BOS.
+    pub fn encode_chat(&self, messages: &[ChatMessage], enable_thinking: bool) -> Result<Vec<u32>> {
+        let text = self.render_chat(messages, enable_thinking)?;
+        self.encode_raw(&text)
+    }
+
+    /// Token ids of plain text (special-token strings are recognised), starting with
+    /// exactly one BOS when the model has one.
+    pub fn encode_raw(&self, text: &str) -> Result<Vec<u32>> {
+        let enc = self
+            .inner
+            .encode(text, false)
+            .map_err(|e| anyhow!("cannot tokenize the prompt: {e}"))?;
+        let mut ids = enc.get_ids().to_vec();
+        if let Some(bos) = self.bos_id {
+            let leading = ids.iter().take_while(|&&t| t == bos).count();
+            match leading {
+                0 => ids.insert(0, bos),
+                1 => {}
+                n => {
+                    ids.drain(..n - 1);
+                }
+            }
+        }
+        Ok(ids)
+    }
+
+    /// Text of `ids` with special tokens skipped.
+    pub fn decode(&self, ids: &[u32]) -> Result<String> {
+        self.inner
+            .decode(ids, true)
+            .map_err(|e| anyhow!("cannot decode tokens: {e}"))
+    }
+
+    /// The token's own text (special tokens included), for per-token displays.
+    pub fn token_text(&self, id: u32) -> String {
+        self.inner
+            .decode(&[id], false)
+            .unwrap_or_else(|_| format!("<{id}>"))
+    }
+
+    pub fn stream(&self) -> TokenStream {
+        TokenStream::new(self.clone())
+    }
+}
+
+fn read_json(p: &Path) -> Result<serde_json::Value> {
+    let text =
+        std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("invalid JSON in {}", p.display()))
+}
+
+/// `chat_template` is a string, or a list of `{name, template}` (take "default").
+fn template_from_config(v: Option<&serde_json::Value>) -> Option<String> {
+    match v? {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Array(list) => list
+            .iter()
+            .find(|t| t.get("name").and_then(|n| n.as_str()) == Some("default"))
+            .or_else(|| list.first())
+            .and_then(|t| t.get("template")?.as_str().map(str::to_string)),
+        _ => None,
+    }
+}
+
+/// Incremental detokenizer: emits text only once it is complete UTF-8, and only the
+/// text that the new tokens add (byte-level BPE can split a character across tokens).
+pub struct TokenStream {
+    tok: TextTokenizer,
+    ids: Vec<u32>,
+    prefix_offset: usize,
+    read_offset: usize,
+}
+
+impl TokenStream {
+    fn new(tok: TextTokenizer) -> Self {
+        Self {
+            tok,
+            ids: Vec::new(),
+            prefix_offset: 0,
+            read_offset: 0,
+        }
+    }
+
+    /// Adds tokens; returns the text that became complete (possibly empty).
+    pub fn push(&mut self, new: &[u32]) -> Result<String> {
+        self.ids.extend_from_slice(new);
+        let prefix = self
+            .tok
+            .decode(&self.ids[self.prefix_offset..self.read_offset])?;
+        let full = self.tok.decode(&self.ids[self.prefix_offset..])?;
+        if full.len() > prefix.len() && !full.ends_with('\u{FFFD}') {
+            let out = match full.get(prefix.len()..) {
+                Some(s) if full.starts_with(&prefix) => s.to_string(),
+                _ => full.clone(),
+            };
+            self.prefix_offset = self.read_offset;
+            self.read_offset = self.ids.len();
+            Ok(out)
+        } else {
+            Ok(String::new())
+        }
+    }
+
+    /// Whatever is still held back (an incomplete character is emitted lossily).
+    pub fn finish(&mut self) -> Result<String> {
+        let prefix = self
+            .tok
+            .decode(&self.ids[self.prefix_offset..self.read_offset])?;
+        let full = self.tok.decode(&self.ids[self.prefix_offset..])?;
+        self.prefix_offset = self.ids.len();
+        self.read_offset = self.ids.len();
+        Ok(full.get(prefix.len()..).unwrap_or_default().to_string())
+    }
+}

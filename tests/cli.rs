@@ -1,0 +1,302 @@
+//! The binary as a user runs it: generation, inspection and every kind of bad input.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use common::checkpoint;
+use specscope::model::synthetic::{self, Spec};
+
+fn specscope(args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_specscope"));
+    cmd.args(args)
+        .env_remove("SPECSCOPE_MODEL")
+        .env("HF_HUB_OFFLINE", "1")
+        .stdin(Stdio::null());
+    cmd
+}
+
+fn run(args: &[&str]) -> Output {
+    specscope(args).output().expect("run specscope")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).to_string()
+}
+
+/// Fails cleanly: non-zero exit, a message containing `needle`, no panic.
+fn assert_clean_error(o: &Output, needle: &str) {
+    let err = stderr(o);
+    assert!(!o.status.success(), "expected failure, got success: {err}");
+    assert!(err.contains(needle), "message lacks {needle:?}: {err}");
+    assert!(!err.contains("panicked"), "panic: {err}");
+}
+
+fn dir_arg(p: &Path) -> String {
+    p.to_str().unwrap().to_string()
+}
+
+#[test]
+fn run_json_generates_and_reports_stats() {
+    let dir = checkpoint(&Spec::toy());
+    let o = run(&[
+        "run",
+        "--model",
+        &dir_arg(dir.path()),
+        "--prompt",
+        "hello",
+        "--max-new-tokens",
+        "12",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let tokens = v["tokens"].as_array().unwrap();
+    assert!(!tokens.is_empty() && tokens.len() <= 12);
+    let prompt = v["prompt_tokens"].as_array().unwrap();
+    assert_eq!(prompt[0], synthetic::BOS_ID, "starts with BOS");
+    assert_eq!(
+        prompt.iter().filter(|&t| t == synthetic::BOS_ID).count(),
+        1,
+        "exactly one BOS"
+    );
+    assert_eq!(
+        v["stats"]["new_tokens"].as_u64().unwrap() as usize,
+        tokens.len()
+    );
+    assert!(tokens
+        .iter()
+        .all(|t| t.as_u64().unwrap() != synthetic::MASK_ID as u64));
+    // Deterministic: same command, same tokens; the prompt also comes from stdin.
+    let mut cmd = specscope(&[
+        "run",
+        "--model",
+        &dir_arg(dir.path()),
+        "--max-new-tokens",
+        "12",
+        "--json",
+    ]);
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(b"hello\n").unwrap();
+    let o2 = child.wait_with_output().unwrap();
+    assert!(o2.status.success(), "{}", stderr(&o2));
+    let v2: serde_json::Value = serde_json::from_slice(&o2.stdout).unwrap();
+    assert_eq!(v["tokens"], v2["tokens"]);
+}
+
+#[test]
+fn run_streams_text() {
+    let dir = checkpoint(&Spec::toy());
+    let o = run(&[
+        "run",
+        "--model",
+        &dir_arg(dir.path()),
+        "--prompt",
+        "hi",
+        "--max-new-tokens",
+        "5",
+        "--raw",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("decode forwards"));
+}
+
+#[test]
+fn inspect_prints_causal_and_bidirectional_top_k() {
+    let dir = checkpoint(&Spec {
+        lora_rank: Some(2),
+        ..Spec::toy()
+    });
+    let o = run(&[
+        "inspect",
+        "--model",
+        &dir_arg(dir.path()),
+        "--prompt",
+        "2+2=",
+        "--block",
+        "4",
+        "--top-k",
+        "3",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["causal"]["top"].as_array().unwrap().len(), 3);
+    let positions = v["bidirectional"]["positions"].as_array().unwrap();
+    assert_eq!(positions.len(), 4);
+    let n = v["prompt_tokens"].as_array().unwrap().len() as u64;
+    assert_eq!(positions[0]["position"].as_u64().unwrap(), n);
+    assert_eq!(v["weights"]["tensors"].as_u64().unwrap(), 9 * 2 + 3);
+    assert_eq!(v["bidirectional"]["lora"], true);
+    let top = v["causal"]["top"].as_array().unwrap();
+    assert!(top[0]["logit"].as_f64().unwrap() >= top[1]["logit"].as_f64().unwrap());
+}
+
+/// Edits one JSON file of a fresh checkpoint.
+fn with_config(edit: impl FnOnce(&mut serde_json::Value)) -> tempfile::TempDir {
+    let dir = checkpoint(&Spec::toy());
+    let p = dir.path().join("config.json");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+    edit(&mut v);
+    std::fs::write(&p, v.to_string()).unwrap();
+    dir
+}
+
+fn run_on(dir: &Path) -> Output {
+    run(&[
+        "run",
+        "--model",
+        &dir_arg(dir),
+        "--prompt",
+        "x",
+        "--max-new-tokens",
+        "2",
+    ])
+}
+
+#[test]
+fn bad_config_files_are_named() {
+    let dir = checkpoint(&Spec::toy());
+    std::fs::remove_file(dir.path().join("config.json")).unwrap();
+    assert_clean_error(&run_on(dir.path()), "config.json");
+
+    let dir = with_config(|v| v["model_type"] = "llama".into());
+    assert_clean_error(&run_on(dir.path()), "model_type");
+
+    let dir = with_config(|v| v["mask_token_id"] = 100_000.into());
+    assert_clean_error(&run_on(dir.path()), "mask_token_id");
+
+    let dir = checkpoint(&Spec::toy());
+    std::fs::write(dir.path().join("config.json"), "{ not json").unwrap();
+    assert_clean_error(&run_on(dir.path()), "config.json");
+}
+
+#[test]
+fn bad_weights_are_named() {
+    // A missing tensor: drop one layer's q_proj.
+    let spec = Spec::toy();
+    let dir = checkpoint(&spec);
+    let mut w = synthetic::random_weights(&spec).unwrap();
+    w.remove("encoder.layers.1.self_attn.q_proj.weight");
+    candle_core::safetensors::save(&w, dir.path().join("model.safetensors")).unwrap();
+    assert_clean_error(
+        &run_on(dir.path()),
+        "encoder.layers.1.self_attn.q_proj.weight",
+    );
+
+    // A wrong shape: the config says a wider intermediate size than the tensors have.
+    let dir = with_config(|v| v["intermediate_size"] = 96.into());
+    assert_clean_error(&run_on(dir.path()), "mlp.gate_proj");
+
+    // Not a safetensors file at all.
+    let dir = checkpoint(&spec);
+    std::fs::write(dir.path().join("model.safetensors"), b"garbage").unwrap();
+    assert_clean_error(&run_on(dir.path()), "model.safetensors");
+
+    let dir = checkpoint(&spec);
+    std::fs::remove_file(dir.path().join("model.safetensors")).unwrap();
+    assert_clean_error(&run_on(dir.path()), "model.safetensors");
+}
+
+#[test]
+fn unreadable_tokenizer_is_named() {
+    let dir = checkpoint(&Spec::toy());
+    std::fs::write(dir.path().join("tokenizer.json"), "{\"broken\": ").unwrap();
+    assert_clean_error(&run_on(dir.path()), "tokenizer.json");
+    std::fs::remove_file(dir.path().join("tokenizer.json")).unwrap();
+    assert_clean_error(&run_on(dir.path()), "tokenizer.json");
+}
+
+#[test]
+fn offline_uncached_hub_id_fails_fast() {
+    let home = tempfile::tempdir().unwrap();
+    let start = std::time::Instant::now();
+    let o = specscope(&[
+        "run",
+        "--model",
+        "nvidia/Nemotron-Labs-Diffusion-8B",
+        "--prompt",
+        "x",
+    ])
+    .env("HF_HOME", home.path())
+    .env_remove("HF_HUB_CACHE")
+    .output()
+    .unwrap();
+    assert_clean_error(&o, "HF_HUB_OFFLINE");
+    assert!(stderr(&o).contains("config.json"));
+    assert!(start.elapsed().as_secs() < 20);
+}
+
+#[test]
+fn hub_id_resolves_from_the_cache_offline() {
+    // Lay out a checkpoint the way the HF cache stores it: refs/main -> snapshots/<commit>.
+    let home = tempfile::tempdir().unwrap();
+    let repo = home.path().join("hub").join("models--acme--tiny");
+    let commit = "0123456789abcdef0123456789abcdef01234567";
+    let snapshot = repo.join("snapshots").join(commit);
+    synthetic::write_checkpoint(&snapshot, &Spec::toy()).unwrap();
+    std::fs::create_dir_all(repo.join("refs")).unwrap();
+    std::fs::write(repo.join("refs").join("main"), commit).unwrap();
+    let o = specscope(&[
+        "run",
+        "--model",
+        "acme/tiny",
+        "--prompt",
+        "x",
+        "--max-new-tokens",
+        "3",
+        "--json",
+    ])
+    .env("HF_HOME", home.path())
+    .env_remove("HF_HUB_CACHE")
+    .output()
+    .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["model"], "acme/tiny@main");
+    assert_eq!(v["commit"], commit);
+}
+
+#[test]
+fn bad_arguments_are_named() {
+    let dir = checkpoint(&Spec::toy());
+    assert_clean_error(
+        &run(&["run", "--model", "./missing/dir", "--prompt", "x"]),
+        "local path",
+    );
+    let o = run(&[
+        "run",
+        "--model",
+        &dir_arg(dir.path()),
+        "--prompt",
+        "x",
+        "--mode",
+        "warp",
+    ]);
+    assert_clean_error(&o, "--mode warp");
+    let o = run(&[
+        "run",
+        "--model",
+        &dir_arg(dir.path()),
+        "--prompt",
+        "x",
+        "--max-new-tokens",
+        "0",
+    ]);
+    assert_clean_error(&o, "max_new_tokens");
+    let o = run(&["run", "--model", &dir_arg(dir.path())]);
+    assert_clean_error(&o, "prompt");
+}
+
+#[test]
+fn over_long_prompt_names_the_context() {
+    let dir = with_config(|v| v["max_position_embeddings"] = 64.into());
+    let long = "abcdefgh".repeat(20);
+    let o = run(&["run", "--model", &dir_arg(dir.path()), "--prompt", &long]);
+    assert_clean_error(&o, "context");
+}

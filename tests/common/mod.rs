@@ -1,0 +1,76 @@
+//! Helpers shared by the integration tests: checkpoints written on the fly.
+#![allow(dead_code)]
+
+use std::path::Path;
+
+use candle_core::{Device, Tensor};
+use specscope::model::synthetic::{self, Spec};
+use specscope::model::{self, AttnRule, KvCache, LogitSel, Model, ModelSource, Row, RowBatch};
+
+/// Writes a synthetic checkpoint into a fresh temporary directory.
+pub fn checkpoint(spec: &Spec) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    synthetic::write_checkpoint(dir.path(), spec).expect("write checkpoint");
+    dir
+}
+
+/// Loads a model directory the way the binary does.
+pub fn load(dir: &Path) -> Model {
+    let files = ModelSource::Local(dir.to_path_buf())
+        .resolve()
+        .expect("resolve");
+    model::load(&files, &Device::Cpu, model::LoadOptions::default())
+        .expect("load")
+        .0
+}
+
+/// Deterministic pseudo-random token ids below `vocab`, avoiding the mask token.
+pub fn tokens(n: usize, vocab: usize, seed: u64) -> Vec<u32> {
+    let mut rng = synthetic::Rng::new(seed);
+    (0..n)
+        .map(|_| loop {
+            let t = (rng.next_u64() % vocab as u64) as u32;
+            if t != synthetic::MASK_ID {
+                break t;
+            }
+        })
+        .collect()
+}
+
+/// Runs one row alone against `cache` and returns its logits.
+pub fn run_row(model: &Model, cache: &mut KvCache, row: Row) -> Tensor {
+    model
+        .forward(&RowBatch::single(row), &mut [cache])
+        .expect("forward")
+        .remove(0)
+}
+
+/// Causal logits for every position of `ids` from an empty cache.
+pub fn causal_all(model: &Model, ids: &[u32]) -> Tensor {
+    let mut cache = model.new_cache();
+    run_row(
+        model,
+        &mut cache,
+        Row::new(0, ids.to_vec(), AttnRule::Causal).logits(LogitSel::All),
+    )
+}
+
+/// max |a - b| / max |b|.
+pub fn rel_err(a: &Tensor, b: &Tensor) -> f32 {
+    let diff = (a - b)
+        .unwrap()
+        .abs()
+        .unwrap()
+        .max_all()
+        .unwrap()
+        .to_scalar::<f32>()
+        .unwrap();
+    let scale = b
+        .abs()
+        .unwrap()
+        .max_all()
+        .unwrap()
+        .to_scalar::<f32>()
+        .unwrap();
+    diff / scale.max(1e-12)
+}
