@@ -1,0 +1,119 @@
+//! Per-position statistics of a logits row, computed once per forward and reused by
+//! acceptance, risk, branch building, block-size history and the screen. All the
+//! vocabulary-wide work of decoding lives here (the CUDA kernel replaces exactly this).
+
+use anyhow::Result;
+use candle_core::Tensor;
+use serde::{Deserialize, Serialize};
+
+/// How many candidates each position keeps (enough to skip draft, mask and EOS ids).
+pub const TOP_K: usize = 8;
+
+/// Softmax statistics of one position, with the mask token excluded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PosSignals {
+    /// Highest-probability token other than the mask.
+    pub argmax: u32,
+    /// Top candidates `(id, probability)`, best first.
+    pub top: Vec<(u32, f32)>,
+    /// p1 − p2: small margins are risky draft positions.
+    pub margin: f32,
+    /// p1.
+    pub confidence: f32,
+    /// Entropy (nats) of the mask-excluded distribution.
+    pub entropy: f32,
+}
+
+impl PosSignals {
+    /// Best token that is neither `exclude` nor in `banned` (the draft's own token, the
+    /// mask and EOS for a correction branch's alternative).
+    pub fn alternative(&self, exclude: u32, banned: &[u32]) -> Option<u32> {
+        self.top
+            .iter()
+            .map(|&(id, _)| id)
+            .find(|id| *id != exclude && !banned.contains(id))
+    }
+}
+
+/// Signals of one logits row (`vocab` values), mask token excluded.
+pub fn signals_of(row: &[f32], mask_id: u32) -> PosSignals {
+    let mask = mask_id as usize;
+    let mut max = f32::NEG_INFINITY;
+    for (i, &x) in row.iter().enumerate() {
+        if i != mask && x > max {
+            max = x;
+        }
+    }
+    let mut sum = 0f64;
+    for (i, &x) in row.iter().enumerate() {
+        if i != mask {
+            sum += ((x - max) as f64).exp();
+        }
+    }
+    let log_z = max as f64 + sum.ln();
+    let mut entropy = 0f64;
+    // Top-k by a bounded insertion list: O(V·k) with k tiny, no allocation per element.
+    let mut top: Vec<(u32, f32)> = Vec::with_capacity(TOP_K + 1);
+    for (i, &x) in row.iter().enumerate() {
+        if i == mask {
+            continue;
+        }
+        let lp = x as f64 - log_z;
+        let p = lp.exp();
+        if p > 0.0 {
+            entropy -= p * lp;
+        }
+        if top.len() < TOP_K || x > top[top.len() - 1].1 {
+            let at = top.iter().position(|&(_, y)| x > y).unwrap_or(top.len());
+            top.insert(at, (i as u32, x));
+            top.truncate(TOP_K);
+        }
+    }
+    let top: Vec<(u32, f32)> = top
+        .into_iter()
+        .map(|(id, x)| (id, (x as f64 - log_z).exp() as f32))
+        .collect();
+    let p1 = top.first().map_or(0.0, |t| t.1);
+    let p2 = top.get(1).map_or(0.0, |t| t.1);
+    PosSignals {
+        argmax: top.first().map_or(0, |t| t.0),
+        margin: p1 - p2,
+        confidence: p1,
+        entropy: entropy as f32,
+        top,
+    }
+}
+
+/// Signals for every row of a `(n, vocab)` logits tensor.
+pub fn signals(logits: &Tensor, mask_id: u32) -> Result<Vec<PosSignals>> {
+    let rows: Vec<Vec<f32>> = logits.to_vec2()?;
+    Ok(rows.iter().map(|r| signals_of(r, mask_id)).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mask_is_excluded_and_stats_are_consistent() {
+        // Mask (id 1) has the largest logit but never wins.
+        let row = [0.0f32, 9.0, 2.0, 1.0, 2.0];
+        let s = signals_of(&row, 1);
+        assert_eq!(s.argmax, 2, "ties go to the lower id");
+        assert_eq!(s.top.iter().map(|t| t.0).collect::<Vec<_>>(), vec![2, 4, 3, 0]);
+        let total: f32 = s.top.iter().map(|t| t.1).sum();
+        assert!((total - 1.0).abs() < 1e-5);
+        assert!(s.margin.abs() < 1e-6, "equal top two: zero margin");
+        let uniform = signals_of(&[1.0; 4], 9);
+        assert!((uniform.entropy - 4f32.ln()).abs() < 1e-5);
+        assert!((uniform.confidence - 0.25).abs() < 1e-6);
+    }
+
+    #[test]
+    fn alternative_skips_draft_mask_and_eos() {
+        let s = signals_of(&[5.0, 4.0, 3.0, 2.0, 1.0], 99);
+        assert_eq!(s.alternative(0, &[]), Some(1));
+        assert_eq!(s.alternative(0, &[1]), Some(2));
+        assert_eq!(s.alternative(1, &[0]), Some(2));
+    }
+}
