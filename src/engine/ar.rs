@@ -3,12 +3,12 @@
 use std::time::Instant;
 
 use anyhow::{ensure, Result};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::model::{AttnRule, LogitSel, Model, Row, RowBatch};
 
 /// Why generation ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StopReason {
     /// An end-of-sequence token was emitted (it is included in the tokens).
@@ -17,6 +17,8 @@ pub enum StopReason {
     MaxTokens,
     /// The context window is full.
     Context,
+    /// The request was cancelled.
+    Cancelled,
 }
 
 /// Tokens and timings of one generation.

@@ -1,6 +1,15 @@
-//! Decoding on top of the backbone. AR greedy is the reference output every other mode
-//! must reproduce token for token.
+//! Decoding on top of the backbone: AR (the reference output), LinearSS, RecGuide
+//! overlap and adaptive block sizes, many requests at once, one event stream.
 
+pub mod adaptive;
 pub mod ar;
+pub mod cost;
+pub mod events;
+pub mod overlap;
+pub mod round;
+pub mod scheduler;
+pub mod signals;
 
 pub use ar::{generate_ar, Generation, StopReason};
+pub use events::{DecodeEvent, EventSink, Mode, NullSink, RequestStats, VecSink};
+pub use scheduler::{DecodeOptions, Finished, Scheduler, Submit};

@@ -117,3 +117,65 @@ mod tests {
         assert_eq!(s.alternative(1, &[0]), Some(2));
     }
 }
+
+/// Temperature sampling over the mask-excluded distribution of one logits row.
+pub fn sample(row: &[f32], mask_id: u32, temperature: f32, rng: &mut crate::rng::Rng) -> u32 {
+    let mask = mask_id as usize;
+    let t = temperature.max(1e-6) as f64;
+    let max = row
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != mask)
+        .fold(f32::NEG_INFINITY, |m, (_, &x)| m.max(x)) as f64;
+    let weights: Vec<f64> = row
+        .iter()
+        .enumerate()
+        .map(|(i, &x)| if i == mask { 0.0 } else { ((x as f64 - max) / t).exp() })
+        .collect();
+    let total: f64 = weights.iter().sum();
+    let mut u = rng.uniform() * total;
+    for (i, w) in weights.iter().enumerate() {
+        u -= w;
+        if u <= 0.0 && *w > 0.0 {
+            return i as u32;
+        }
+    }
+    weights.iter().rposition(|&w| w > 0.0).unwrap_or(0) as u32
+}
+
+/// How tokens are chosen from logits.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Sampling {
+    /// 0 = greedy (the lossless setting).
+    pub temperature: f32,
+    pub seed: u64,
+}
+
+impl Default for Sampling {
+    fn default() -> Self {
+        Self {
+            temperature: 0.0,
+            seed: 0,
+        }
+    }
+}
+
+/// Signals of every row of `logits` and the token chosen at each: the argmax when
+/// greedy, a sample otherwise.
+pub fn signals_and_choices(
+    logits: &Tensor,
+    mask_id: u32,
+    sampling: Sampling,
+    rng: &mut crate::rng::Rng,
+) -> Result<(Vec<PosSignals>, Vec<u32>)> {
+    let rows: Vec<Vec<f32>> = logits.to_vec2()?;
+    let sig: Vec<PosSignals> = rows.iter().map(|r| signals_of(r, mask_id)).collect();
+    let choices = if sampling.temperature > 0.0 {
+        rows.iter()
+            .map(|r| sample(r, mask_id, sampling.temperature, rng))
+            .collect()
+    } else {
+        sig.iter().map(|s| s.argmax).collect()
+    };
+    Ok((sig, choices))
+}

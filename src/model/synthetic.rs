@@ -7,6 +7,8 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use candle_core::{DType, Device, Tensor};
 
+pub use crate::rng::Rng;
+
 /// The ChatML template with NLD's thinking tags (thinking off by default).
 pub const CHAT_TEMPLATE: &str = include_str!("chat_template.jinja");
 
@@ -124,37 +126,11 @@ impl Spec {
     }
 }
 
-/// Deterministic normal samples (splitmix64 + Box-Muller): same seed, same weights.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Self(seed ^ 0x9E37_79B9_7F4A_7C15)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in (0, 1).
-    pub fn uniform(&mut self) -> f64 {
-        ((self.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    }
-
-    pub fn normal(&mut self) -> f64 {
-        let (u1, u2) = (self.uniform(), self.uniform());
-        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
-    }
-
-    pub fn tensor(&mut self, shape: &[usize], std: f64) -> Result<Tensor> {
-        let n: usize = shape.iter().product();
-        let v: Vec<f32> = (0..n).map(|_| (self.normal() * std) as f32).collect();
-        Ok(Tensor::from_vec(v, shape, &Device::Cpu)?)
-    }
+/// A `shape` tensor of normal samples with standard deviation `std`.
+fn normal_tensor(rng: &mut Rng, shape: &[usize], std: f64) -> Result<Tensor> {
+    let n: usize = shape.iter().product();
+    let v: Vec<f32> = (0..n).map(|_| (rng.normal() * std) as f32).collect();
+    Ok(Tensor::from_vec(v, shape, &Device::Cpu)?)
 }
 
 /// Every backbone tensor under its checkpoint name, random but deterministic.
@@ -166,13 +142,13 @@ pub fn random_weights(spec: &Spec) -> Result<HashMap<String, Tensor>> {
     let mut w = HashMap::new();
     w.insert(
         "encoder.embed_tokens.weight".to_string(),
-        rng.tensor(&[v, h], 1.0)?,
+        normal_tensor(&mut rng, &[v, h], 1.0)?,
     );
     let lin =
-        |rng: &mut Rng, out: usize, inp: usize| rng.tensor(&[out, inp], 1.0 / (inp as f64).sqrt());
+        |rng: &mut Rng, out: usize, inp: usize| normal_tensor(rng, &[out, inp], 1.0 / (inp as f64).sqrt());
     for l in 0..spec.num_hidden_layers {
         let p = format!("encoder.layers.{l}");
-        let norm = |rng: &mut Rng| -> Result<Tensor> { Ok((rng.tensor(&[h], 0.1)? + 1.0)?) };
+        let norm = |rng: &mut Rng| -> Result<Tensor> { Ok((normal_tensor(rng, &[h], 0.1)? + 1.0)?) };
         w.insert(format!("{p}.input_layernorm.weight"), norm(&mut rng)?);
         w.insert(
             format!("{p}.post_attention_layernorm.weight"),
@@ -297,10 +273,10 @@ pub fn write_checkpoint(dir: &Path, spec: &Spec) -> Result<()> {
         let mut w = HashMap::new();
         for l in 0..spec.num_hidden_layers {
             let p = format!("base_model.model.encoder.layers.{l}.self_attn.o_proj");
-            w.insert(format!("{p}.lora_A.weight"), rng.tensor(&[r, q], 0.05)?);
+            w.insert(format!("{p}.lora_A.weight"), normal_tensor(&mut rng, &[r, q], 0.05)?);
             w.insert(
                 format!("{p}.lora_B.weight"),
-                rng.tensor(&[spec.hidden_size, r], 0.05)?,
+                normal_tensor(&mut rng, &[spec.hidden_size, r], 0.05)?,
             );
         }
         save(&w, DType::F32, &lora.join("adapter_model.safetensors"))?;

@@ -1,0 +1,171 @@
+//! Forward cost on this machine: a linear model fitted to `specscope profile` points,
+//! used by the adaptive block size (T_C(B)) and the cost-aware overlap.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{ensure, Context, Result};
+use serde::{Deserialize, Serialize};
+
+/// The profile measured on the development CPU (`specscope profile --synthetic --json`).
+const BUILTIN_PROFILE: &str = include_str!("../../assets/cost_profile_cpu.json");
+
+/// One measured forward: `rows` rows of `tokens` query tokens after `cache_len`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ProfilePoint {
+    pub cache_len: usize,
+    pub rows: usize,
+    pub tokens: usize,
+    pub median_ms: f64,
+    #[serde(default)]
+    pub min_ms: f64,
+}
+
+/// `specscope profile --json` output.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Profile {
+    pub model: String,
+    pub points: Vec<ProfilePoint>,
+}
+
+/// ms = fixed + Σ_rows (per_row + per_token·t + per_token_ctx·t·ctx).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CostModel {
+    pub fixed_ms: f64,
+    pub per_row_ms: f64,
+    pub per_token_ms: f64,
+    pub per_token_ctx_ms: f64,
+    /// Where the numbers come from (a file, or "built-in").
+    pub source: String,
+}
+
+impl CostModel {
+    /// Least-squares fit to profile points (negative coefficients are clamped to 0).
+    pub fn fit(profile: &Profile, source: &str) -> Result<Self> {
+        ensure!(profile.points.len() >= 4, "a cost profile needs at least 4 points");
+        let mut ata = [[0f64; 4]; 4];
+        let mut atb = [0f64; 4];
+        for p in &profile.points {
+            let (r, t, c) = (p.rows as f64, p.tokens as f64, p.cache_len as f64);
+            let x = [1.0, r, r * t, r * t * c];
+            for i in 0..4 {
+                for j in 0..4 {
+                    ata[i][j] += x[i] * x[j];
+                }
+                atb[i] += x[i] * p.median_ms;
+            }
+        }
+        let w = solve4(ata, atb).context("the cost profile's points do not determine a model")?;
+        Ok(Self {
+            fixed_ms: w[0].max(0.0),
+            per_row_ms: w[1].max(0.0),
+            per_token_ms: w[2].max(0.0),
+            per_token_ctx_ms: w[3].max(0.0),
+            source: source.to_string(),
+        })
+    }
+
+    pub fn builtin() -> Self {
+        let profile: Profile = serde_json::from_str(BUILTIN_PROFILE).unwrap_or(Profile {
+            model: String::new(),
+            points: Vec::new(),
+        });
+        Self::fit(&profile, "built-in (development CPU)").unwrap_or(Self {
+            fixed_ms: 1.0,
+            per_row_ms: 0.5,
+            per_token_ms: 0.2,
+            per_token_ctx_ms: 0.0002,
+            source: "built-in fallback".to_string(),
+        })
+    }
+
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read cost profile {}", path.display()))?;
+        let profile: Profile = serde_json::from_str(&text)
+            .with_context(|| format!("invalid cost profile {}", path.display()))?;
+        Self::fit(&profile, &path.display().to_string())
+            .with_context(|| format!("cost profile {}", path.display()))
+    }
+
+    /// The user's profile when `specscope profile --save` wrote one, else the built-in.
+    pub fn load_default() -> Self {
+        match default_path() {
+            Some(p) if p.is_file() => Self::from_file(&p).unwrap_or_else(|e| {
+                eprintln!("specscope: warning: {e:#}; using the built-in cost profile");
+                Self::builtin()
+            }),
+            _ => Self::builtin(),
+        }
+    }
+
+    /// Cost of one row of `tokens` query tokens after `ctx` committed positions.
+    pub fn row_ms(&self, tokens: usize, ctx: usize) -> f64 {
+        let t = tokens as f64;
+        self.per_row_ms + self.per_token_ms * t + self.per_token_ctx_ms * t * ctx as f64
+    }
+
+    /// Cost of a forward of `rows` equal rows.
+    pub fn forward_ms(&self, rows: usize, tokens: usize, ctx: usize) -> f64 {
+        self.fixed_ms + rows as f64 * self.row_ms(tokens, ctx)
+    }
+
+    /// T_C(B): one draft forward plus one verify forward for a bucket of `c` requests.
+    pub fn round_ms(&self, c: usize, block: usize, ctx: usize) -> f64 {
+        2.0 * self.forward_ms(c.max(1), block, ctx)
+    }
+}
+
+/// Where `specscope profile --save` puts the profile.
+pub fn default_path() -> Option<PathBuf> {
+    directories::ProjectDirs::from("", "", "specscope").map(|d| d.config_dir().join("cost_profile.json"))
+}
+
+/// Gaussian elimination with partial pivoting on a 4×4 system.
+fn solve4(mut a: [[f64; 4]; 4], mut b: [f64; 4]) -> Option<[f64; 4]> {
+    for col in 0..4 {
+        let piv = (col..4).max_by(|&i, &j| a[i][col].abs().total_cmp(&a[j][col].abs()))?;
+        if a[piv][col].abs() < 1e-12 {
+            return None;
+        }
+        a.swap(col, piv);
+        b.swap(col, piv);
+        for r in 0..4 {
+            if r != col {
+                let f = a[r][col] / a[col][col];
+                for k in col..4 {
+                    a[r][k] -= f * a[col][k];
+                }
+                b[r] -= f * b[col];
+            }
+        }
+    }
+    Some([b[0] / a[0][0], b[1] / a[1][1], b[2] / a[2][2], b[3] / a[3][3]])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fit_recovers_a_linear_cost() {
+        let truth = |r: usize, t: usize, c: usize| 1.5 + r as f64 * (0.7 + 0.2 * t as f64 + 1e-4 * (t * c) as f64);
+        let mut points = Vec::new();
+        for c in [256, 1024] {
+            for r in [1, 4] {
+                for t in [1, 8, 16, 32] {
+                    points.push(ProfilePoint { cache_len: c, rows: r, tokens: t, median_ms: truth(r, t, c), min_ms: 0.0 });
+                }
+            }
+        }
+        let m = CostModel::fit(&Profile { model: "t".into(), points }, "test").unwrap();
+        assert!((m.fixed_ms - 1.5).abs() < 1e-6 && (m.per_row_ms - 0.7).abs() < 1e-6);
+        assert!((m.forward_ms(2, 10, 500) - truth(2, 10, 500)).abs() < 1e-6);
+    }
+
+    #[test]
+    fn builtin_profile_is_sane() {
+        let m = CostModel::builtin();
+        assert!(m.source.starts_with("built-in"));
+        assert!(m.forward_ms(1, 32, 256) > m.forward_ms(1, 8, 256));
+    }
+}

@@ -1,0 +1,828 @@
+//! Many concurrent requests, one round at a time: requests are grouped by planned block
+//! size into buckets and every bucket runs one fused forward per phase (draft, then
+//! verify + branch rows). Each request keeps its own cache, seed and history.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use anyhow::{bail, ensure, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::adaptive::{self, History, RoundRecord, SurvivalTables};
+use super::cost::CostModel;
+use super::events::{
+    BlockReason, BranchCount, BranchView, DecodeEvent, EventSink, Mode, Origin, PosView,
+    RequestId, RequestStats,
+};
+use super::overlap::{self, Branch, BranchKind, BranchOutcome, BranchRoom, RowTable};
+use super::round;
+use super::signals::{self, PosSignals, Sampling};
+use super::StopReason;
+use crate::model::{AttnRule, KvCache, LogitSel, Model, Row, RowBatch, TextTokenizer};
+use crate::rng::Rng;
+
+/// How one request is decoded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DecodeOptions {
+    pub mode: Mode,
+    /// Fixed block size (LinearSS, and RecGuide without adaptive). 1 degenerates to AR.
+    pub block: usize,
+    /// RecGuide: fuse correction/continuation branches with verification.
+    pub overlap: bool,
+    /// RecGuide: choose B ∈ {8, 16, 32} per round from verifier history.
+    pub adaptive: bool,
+    /// RecGuide: add branch rows only where the cost profile says they pay.
+    pub cost_aware: bool,
+    /// A draft position is risky when its margin p1 − p2 is below this.
+    pub risk_threshold: f32,
+    pub row_table: RowTable,
+    pub sampling: Sampling,
+    pub max_new_tokens: usize,
+}
+
+impl Default for DecodeOptions {
+    fn default() -> Self {
+        Self {
+            mode: Mode::Recguide,
+            block: 32,
+            overlap: true,
+            adaptive: true,
+            cost_aware: true,
+            risk_threshold: 0.5,
+            row_table: RowTable::default(),
+            sampling: Sampling::default(),
+            max_new_tokens: 256,
+        }
+    }
+}
+
+impl DecodeOptions {
+    pub fn validate(&self) -> Result<()> {
+        ensure!(self.block >= 1, "block size must be at least 1 (got 0)");
+        ensure!(self.max_new_tokens >= 1, "max_new_tokens must be at least 1");
+        ensure!(
+            self.risk_threshold.is_finite() && (0.0..=1.0).contains(&self.risk_threshold),
+            "risk threshold must be in [0, 1] (got {})",
+            self.risk_threshold
+        );
+        ensure!(
+            self.sampling.temperature >= 0.0 && self.sampling.temperature.is_finite(),
+            "temperature must be a non-negative number"
+        );
+        Ok(())
+    }
+
+    fn overlap_on(&self) -> bool {
+        self.mode == Mode::Recguide && self.overlap
+    }
+
+    fn adaptive_on(&self) -> bool {
+        self.mode == Mode::Recguide && self.adaptive
+    }
+
+    /// `fixed:B` or `adaptive`, as events and recordings state it.
+    pub fn block_policy(&self) -> String {
+        match self.mode {
+            Mode::Ar => "fixed:1".into(),
+            _ if self.adaptive_on() => "adaptive".into(),
+            _ => format!("fixed:{}", self.block),
+        }
+    }
+}
+
+/// A request to decode.
+#[derive(Debug, Clone)]
+pub struct Submit {
+    pub prompt: Vec<u32>,
+    pub options: DecodeOptions,
+    /// Prompt family tag (math, code, qa, …) carried into events and stats.
+    pub family: Option<String>,
+}
+
+/// A finished request.
+#[derive(Debug, Clone, Serialize)]
+pub struct Finished {
+    pub id: RequestId,
+    pub tokens: Vec<u32>,
+    pub text: String,
+    pub stop: StopReason,
+    pub family: Option<String>,
+    pub stats: RequestStats,
+}
+
+/// Physical forwards of the whole scheduler (each counted once).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ForwardCounts {
+    pub prefill: usize,
+    pub draft: usize,
+    pub verify: usize,
+    pub fused: usize,
+    pub rows: usize,
+    pub query_tokens: usize,
+}
+
+/// A branch block to use as the next round's draft.
+struct Pending {
+    block: Vec<u32>,
+    signals: Vec<PosSignals>,
+    kind: BranchKind,
+}
+
+struct ReqState {
+    id: RequestId,
+    prompt: Vec<u32>,
+    opts: DecodeOptions,
+    family: Option<String>,
+    cache: KvCache,
+    prefilled: bool,
+    seed: u32,
+    out: Vec<u32>,
+    pending: Option<Pending>,
+    history: History,
+    stats: RequestStats,
+    round: usize,
+    rng: Rng,
+    text: String,
+    stream: Option<crate::model::tokenizer::TokenStream>,
+    decode_start: Option<Instant>,
+}
+
+/// What one request does this round.
+struct Plan {
+    req: usize,
+    block_size: usize,
+    block: Vec<u32>,
+    draft: Vec<PosSignals>,
+    reused: Option<BranchKind>,
+    risky: Vec<usize>,
+    branches: Vec<Branch>,
+}
+
+/// Online hit rates of each branch kind, with a prior (for the cost-aware gate).
+#[derive(Debug, Clone, Default)]
+struct HitRates {
+    counts: BTreeMap<String, BranchCount>,
+}
+
+impl HitRates {
+    fn rate(&self, kind: BranchKind) -> f64 {
+        let (prior, n) = match kind {
+            BranchKind::Correction { rank: 1 } => (0.35, 4.0),
+            BranchKind::Correction { .. } => (0.2, 4.0),
+            BranchKind::Continuation => (0.5, 4.0),
+        };
+        let c = self.counts.get(&kind.label()).cloned().unwrap_or_default();
+        (c.hits as f64 + prior * n) / (c.built as f64 + n)
+    }
+}
+
+/// The decoding core: owns the model, every request's state and the policies.
+pub struct Scheduler {
+    model: Model,
+    tokenizer: Option<TextTokenizer>,
+    tables: SurvivalTables,
+    cost: CostModel,
+    hit_rates: HitRates,
+    requests: Vec<ReqState>,
+    finished: Vec<Finished>,
+    next_id: RequestId,
+    mask: u32,
+    eos: Vec<u32>,
+    counts: ForwardCounts,
+}
+
+impl Scheduler {
+    pub fn new(model: Model, tokenizer: Option<TextTokenizer>) -> Self {
+        let mask = model.config().mask_token_id();
+        let eos = model.config().eos_token_ids();
+        Self {
+            model,
+            tokenizer,
+            tables: SurvivalTables::builtin(),
+            cost: CostModel::load_default(),
+            hit_rates: HitRates::default(),
+            requests: Vec::new(),
+            finished: Vec::new(),
+            next_id: 1,
+            mask,
+            eos,
+            counts: ForwardCounts::default(),
+        }
+    }
+
+    pub fn with_tables(mut self, tables: SurvivalTables) -> Self {
+        self.tables = tables;
+        self
+    }
+
+    pub fn with_cost(mut self, cost: CostModel) -> Self {
+        self.cost = cost;
+        self
+    }
+
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    pub fn cost(&self) -> &CostModel {
+        &self.cost
+    }
+
+    pub fn tables(&self) -> &SurvivalTables {
+        &self.tables
+    }
+
+    pub fn counts(&self) -> &ForwardCounts {
+        &self.counts
+    }
+
+    /// Requests still decoding.
+    pub fn active(&self) -> usize {
+        self.requests.len()
+    }
+
+    /// Finished requests so far, in finishing order (taken out of the scheduler).
+    pub fn take_finished(&mut self) -> Vec<Finished> {
+        std::mem::take(&mut self.finished)
+    }
+
+    /// Queues a request; it is prefilled at the next step.
+    pub fn submit(&mut self, s: Submit, sink: &mut dyn EventSink) -> Result<RequestId> {
+        let id = self.next_id;
+        self.submit_with_id(id, s, sink)?;
+        Ok(id)
+    }
+
+    /// Queues a request under an id chosen by the caller (the engine thread's handle).
+    pub fn submit_with_id(&mut self, id: RequestId, s: Submit, sink: &mut dyn EventSink) -> Result<()> {
+        s.options.validate()?;
+        let max_pos = self.model.config().max_position_embeddings;
+        ensure!(!s.prompt.is_empty(), "the prompt is empty");
+        ensure!(
+            s.prompt.len() < max_pos,
+            "the prompt has {} tokens but the model's context is {max_pos}",
+            s.prompt.len()
+        );
+        let vocab = self.model.config().vocab_size;
+        if let Some(&bad) = s.prompt.iter().find(|&&t| t as usize >= vocab) {
+            bail!("prompt token id {bad} is not below the vocabulary size {vocab}");
+        }
+        self.next_id = self.next_id.max(id + 1);
+        sink.emit(DecodeEvent::RequestStarted {
+            req: id,
+            mode: s.options.mode,
+            block_policy: s.options.block_policy(),
+            overlap: s.options.overlap_on(),
+            prompt_tokens: s.prompt.len(),
+            max_new_tokens: s.options.max_new_tokens,
+            family: s.family.clone(),
+        });
+        self.requests.push(ReqState {
+            id,
+            cache: self.model.new_cache(),
+            prefilled: false,
+            seed: 0,
+            out: Vec::new(),
+            pending: None,
+            history: History::default(),
+            stats: RequestStats {
+                prompt_tokens: s.prompt.len(),
+                ..RequestStats::default()
+            },
+            round: 0,
+            rng: Rng::new(s.options.sampling.seed ^ id),
+            text: String::new(),
+            stream: self.tokenizer.as_ref().map(TextTokenizer::stream),
+            decode_start: None,
+            prompt: s.prompt,
+            opts: s.options,
+            family: s.family,
+        });
+        Ok(())
+    }
+
+    /// Stops a request between rounds; its cache is dropped.
+    pub fn cancel(&mut self, id: RequestId, sink: &mut dyn EventSink) -> bool {
+        match self.requests.iter().position(|r| r.id == id) {
+            Some(i) => {
+                self.finish(i, StopReason::Cancelled, sink);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Changes the options of every live request from its next round on.
+    pub fn set_options(&mut self, f: impl Fn(&mut DecodeOptions)) -> Result<()> {
+        for r in &mut self.requests {
+            let mut o = r.opts.clone();
+            f(&mut o);
+            o.validate()?;
+            if o.mode != r.opts.mode || o.block != r.opts.block {
+                r.pending = None;
+            }
+            r.opts = o;
+        }
+        Ok(())
+    }
+
+    /// Runs until every request has finished.
+    pub fn run_to_completion(&mut self, sink: &mut dyn EventSink) -> Result<()> {
+        while self.active() > 0 {
+            self.step(sink)?;
+        }
+        Ok(())
+    }
+
+    /// One round for every live request (prefilling new ones first).
+    pub fn step(&mut self, sink: &mut dyn EventSink) -> Result<()> {
+        self.prefill(sink)?;
+        // Requests that stopped at their first token leave before indices are planned.
+        self.finish_done(sink);
+        let concurrency = self.requests.len();
+        let mut buckets: BTreeMap<usize, Vec<Plan>> = BTreeMap::new();
+        for i in 0..self.requests.len() {
+            if let Some(p) = self.plan(i, concurrency, sink) {
+                buckets.entry(p.block_size).or_default().push(p);
+            }
+        }
+        for (b, mut bucket) in buckets {
+            self.draft_bucket(b, &mut bucket, sink)?;
+            for p in &mut bucket {
+                self.plan_branches(p, concurrency);
+            }
+            self.verify_bucket(b, bucket, sink)?;
+        }
+        self.finish_done(sink);
+        Ok(())
+    }
+
+    fn choose(&mut self, req: usize, logits: &candle_core::Tensor) -> Result<(Vec<PosSignals>, Vec<u32>)> {
+        let r = &mut self.requests[req];
+        signals::signals_and_choices(logits, self.mask, r.opts.sampling, &mut r.rng)
+    }
+
+    /// Batched prefill of every new request: one forward, first token chosen.
+    fn prefill(&mut self, sink: &mut dyn EventSink) -> Result<()> {
+        let new: Vec<usize> = (0..self.requests.len()).filter(|&i| !self.requests[i].prefilled).collect();
+        if new.is_empty() {
+            return Ok(());
+        }
+        let rows: Vec<Row> = new
+            .iter()
+            .enumerate()
+            .map(|(k, &i)| {
+                Row::new(k, self.requests[i].prompt.clone(), AttnRule::Causal)
+                    .commit()
+                    .logits(LogitSel::Last)
+            })
+            .collect();
+        let batch = RowBatch::new(rows);
+        let start = Instant::now();
+        let logits = {
+            let mut caches = caches_of(&mut self.requests, &new);
+            self.model.forward(&batch, &mut caches).context("prefill forward")?
+        };
+        let ms = start.elapsed().as_secs_f64() * 1e3;
+        self.counts.prefill += 1;
+        sink.emit(DecodeEvent::Forward {
+            phase: "prefill".into(),
+            rows: batch.rows.len(),
+            query_tokens: batch.num_tokens(),
+            requests: new.len(),
+            ms,
+        });
+        for (k, &i) in new.iter().enumerate() {
+            let (_, choice) = self.choose(i, &logits[k])?;
+            let seed = choice[0];
+            let r = &mut self.requests[i];
+            r.prefilled = true;
+            r.seed = seed;
+            r.stats.prefill_secs = ms / 1e3;
+            r.decode_start = Some(Instant::now());
+            sink.emit(DecodeEvent::Prefilled {
+                req: r.id,
+                prompt_tokens: r.prompt.len(),
+                seed,
+                ms,
+            });
+            self.commit(i, 0, &[seed], &[Origin::Prefill], sink);
+        }
+        Ok(())
+    }
+
+    /// Appends emitted tokens, streams text, and marks the request done when it stops.
+    fn commit(&mut self, i: usize, round: usize, tokens: &[u32], origins: &[Origin], sink: &mut dyn EventSink) {
+        let r = &mut self.requests[i];
+        let text = match &mut r.stream {
+            Some(s) => s.push(tokens).unwrap_or_default(),
+            None => String::new(),
+        };
+        r.text.push_str(&text);
+        r.out.extend_from_slice(tokens);
+        r.stats.new_tokens = r.out.len();
+        r.stats.decode_tokens = r.out.len().saturating_sub(1);
+        sink.emit(DecodeEvent::Committed {
+            req: r.id,
+            round,
+            tokens: tokens.to_vec(),
+            origins: origins.to_vec(),
+            text,
+        });
+    }
+
+    /// Why request `i` must stop now, if it must.
+    fn stop_reason(&self, i: usize) -> Option<StopReason> {
+        let r = &self.requests[i];
+        if r.out.last().is_some_and(|t| self.eos.contains(t)) {
+            return Some(StopReason::Eos);
+        }
+        if r.out.len() >= r.opts.max_new_tokens {
+            return Some(StopReason::MaxTokens);
+        }
+        // The seed still needs a slot in the context.
+        if r.cache.len() + 1 > self.model.config().max_position_embeddings {
+            return Some(StopReason::Context);
+        }
+        None
+    }
+
+    fn finish_done(&mut self, sink: &mut dyn EventSink) {
+        let mut i = 0;
+        while i < self.requests.len() {
+            if self.requests[i].prefilled {
+                if let Some(stop) = self.stop_reason(i) {
+                    self.finish(i, stop, sink);
+                    continue;
+                }
+            }
+            i += 1;
+        }
+    }
+
+    fn finish(&mut self, i: usize, stop: StopReason, sink: &mut dyn EventSink) {
+        let mut r = self.requests.remove(i);
+        if let Some(s) = &mut r.stream {
+            let rest = s.finish().unwrap_or_default();
+            r.text.push_str(&rest);
+        }
+        r.stats.decode_secs = r.decode_start.map_or(0.0, |t| t.elapsed().as_secs_f64());
+        let text = match &self.tokenizer {
+            Some(t) => t.decode(&r.out).unwrap_or_else(|_| r.text.clone()),
+            None => String::new(),
+        };
+        sink.emit(DecodeEvent::RequestFinished {
+            req: r.id,
+            stop,
+            text: text.clone(),
+            stats: r.stats.clone(),
+        });
+        self.finished.push(Finished {
+            id: r.id,
+            tokens: r.out,
+            text,
+            stop,
+            family: r.family,
+            stats: r.stats,
+        });
+    }
+
+    /// Block size and draft source of request `i` for this round.
+    fn plan(&mut self, i: usize, concurrency: usize, sink: &mut dyn EventSink) -> Option<Plan> {
+        if !self.requests[i].prefilled || self.stop_reason(i).is_some() {
+            return None;
+        }
+        let max_pos = self.model.config().max_position_embeddings;
+        let r = &self.requests[i];
+        let ctx = r.cache.len();
+        let room = max_pos - ctx;
+        let (mut b, mut reason) = match r.opts.mode {
+            Mode::Ar => (1, None),
+            _ if r.pending.is_some() => {
+                let len = r.pending.as_ref().map_or(1, |p| p.block.len());
+                let want = if r.opts.adaptive_on() {
+                    adaptive::choose_block(&r.history, &self.tables, &self.cost, concurrency, ctx).0
+                } else {
+                    r.opts.block
+                };
+                (len.min(want), Some(simple_reason("reused")))
+            }
+            _ if r.opts.adaptive_on() => {
+                let (b, why) = adaptive::choose_block(&r.history, &self.tables, &self.cost, concurrency, ctx);
+                (b, Some(why))
+            }
+            _ => (r.opts.block, Some(simple_reason("fixed"))),
+        };
+        if b > room {
+            b = room;
+            reason = Some(simple_reason("context"));
+        }
+        let r = &mut self.requests[i];
+        r.round += 1;
+        if let Some(reason) = reason {
+            sink.emit(DecodeEvent::BlockChosen {
+                req: r.id,
+                round: r.round,
+                block: b,
+                reason,
+            });
+        }
+        let (block, draft, reused) = match r.pending.take() {
+            Some(p) => {
+                let mut block = p.block;
+                let mut sig = p.signals;
+                block.truncate(b);
+                sig.truncate(b - 1);
+                r.stats.saved_drafts += 1;
+                (block, sig, Some(p.kind))
+            }
+            None => (vec![r.seed], Vec::new(), None),
+        };
+        Some(Plan {
+            req: i,
+            block_size: b,
+            block,
+            draft,
+            reused,
+            risky: Vec::new(),
+            branches: Vec::new(),
+        })
+    }
+
+    /// One bidirectional draft forward for every plan of the bucket that needs one.
+    fn draft_bucket(&mut self, b: usize, bucket: &mut [Plan], sink: &mut dyn EventSink) -> Result<()> {
+        let need: Vec<usize> = (0..bucket.len())
+            .filter(|&k| b > 1 && bucket[k].reused.is_none())
+            .collect();
+        if !need.is_empty() {
+            let reqs: Vec<usize> = need.iter().map(|&k| bucket[k].req).collect();
+            let rows: Vec<Row> = need
+                .iter()
+                .enumerate()
+                .map(|(slot, &k)| {
+                    let mut tokens = vec![self.requests[bucket[k].req].seed];
+                    tokens.extend(std::iter::repeat_n(self.mask, b - 1));
+                    Row::new(slot, tokens, AttnRule::Bidirectional)
+                        .lora_from(0)
+                        .logits(LogitSel::Range { start: 1, len: b - 1 })
+                })
+                .collect();
+            let batch = RowBatch::new(rows);
+            let start = Instant::now();
+            let logits = {
+                let mut caches = caches_of(&mut self.requests, &reqs);
+                self.model.forward(&batch, &mut caches).context("draft forward")?
+            };
+            let ms = start.elapsed().as_secs_f64() * 1e3;
+            self.counts.draft += 1;
+            self.counts.rows += batch.rows.len();
+            self.counts.query_tokens += batch.num_tokens();
+            sink.emit(DecodeEvent::Forward {
+                phase: "draft".into(),
+                rows: batch.rows.len(),
+                query_tokens: batch.num_tokens(),
+                requests: reqs.len(),
+                ms,
+            });
+            for (slot, &k) in need.iter().enumerate() {
+                let req = bucket[k].req;
+                let (sig, choice) = self.choose(req, &logits[slot])?;
+                bucket[k].block.extend_from_slice(&choice);
+                bucket[k].draft = sig;
+                let st = &mut self.requests[req].stats;
+                st.draft_forwards += 1;
+                st.rows += 1;
+                st.query_tokens += b;
+            }
+        }
+        let detail = sink.detail();
+        for p in bucket.iter_mut() {
+            let r = &self.requests[p.req];
+            p.risky = overlap::risky_positions(&p.draft, r.opts.risk_threshold);
+            if b > 1 {
+                sink.emit(DecodeEvent::Drafted {
+                    req: r.id,
+                    round: r.round,
+                    block: p.block.clone(),
+                    margins: p.draft.iter().map(|s| s.margin).collect(),
+                    risky: p.risky.clone(),
+                    reused: p.reused,
+                    detail: if detail { views(&p.draft) } else { Vec::new() },
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Branch rows for one plan (RecGuide overlap), gated by cost when asked.
+    fn plan_branches(&self, p: &mut Plan, concurrency: usize) {
+        let r = &self.requests[p.req];
+        if !r.opts.overlap_on() || p.block_size < 2 {
+            return;
+        }
+        let max_pos = self.model.config().max_position_embeddings;
+        let ctx = r.cache.len();
+        let mut banned = vec![self.mask];
+        banned.extend_from_slice(&self.eos);
+        let room = BranchRoom {
+            context: max_pos - ctx,
+            budget: r.opts.max_new_tokens.saturating_sub(r.out.len()),
+        };
+        let mut branches = overlap::plan_branches(
+            &p.block,
+            &p.draft,
+            &p.risky,
+            r.opts.row_table,
+            self.mask,
+            &banned,
+            room,
+        );
+        if r.opts.cost_aware {
+            // A branch pays when its expected saving (hit rate × this request's share of
+            // a draft forward) covers the cost of its extra row in the fused forward.
+            let saving = self.cost.row_ms(p.block_size, ctx) + self.cost.fixed_ms / concurrency.max(1) as f64;
+            branches.retain(|br| self.hit_rates.rate(br.kind) * saving >= self.cost.row_ms(br.tokens.len(), ctx));
+        }
+        p.branches = branches;
+    }
+
+    /// One fused forward: every plan's verify row (committing) plus its branch rows.
+    fn verify_bucket(&mut self, b: usize, bucket: Vec<Plan>, sink: &mut dyn EventSink) -> Result<()> {
+        let reqs: Vec<usize> = bucket.iter().map(|p| p.req).collect();
+        let mut rows = Vec::new();
+        // (first row index, number of branch rows) per plan.
+        let mut layout = Vec::with_capacity(bucket.len());
+        for (slot, p) in bucket.iter().enumerate() {
+            layout.push((rows.len(), p.branches.len()));
+            rows.push(Row::new(slot, p.block.clone(), AttnRule::Causal).commit().logits(LogitSel::All));
+            rows.extend(p.branches.iter().map(|br| br.row(slot)));
+        }
+        let fused = bucket.iter().any(|p| !p.branches.is_empty());
+        let batch = RowBatch::new(rows);
+        let start = Instant::now();
+        let logits = {
+            let mut caches = caches_of(&mut self.requests, &reqs);
+            self.model.forward(&batch, &mut caches).context("verify forward")?
+        };
+        let ms = start.elapsed().as_secs_f64() * 1e3;
+        if fused {
+            self.counts.fused += 1;
+        } else {
+            self.counts.verify += 1;
+        }
+        self.counts.rows += batch.rows.len();
+        self.counts.query_tokens += batch.num_tokens();
+        sink.emit(DecodeEvent::Forward {
+            phase: if fused { "fused" } else { "verify" }.into(),
+            rows: batch.rows.len(),
+            query_tokens: batch.num_tokens(),
+            requests: reqs.len(),
+            ms,
+        });
+        let detail = sink.detail();
+        for (p, &(first, nbranch)) in bucket.into_iter().zip(&layout) {
+            let i = p.req;
+            let (vsig, vtok) = self.choose(i, &logits[first])?;
+            let mut predicted = Vec::with_capacity(nbranch);
+            for k in 0..nbranch {
+                predicted.push(self.choose(i, &logits[first + 1 + k])?);
+            }
+            self.resolve(p, b, vsig, vtok, predicted, detail, sink);
+        }
+        Ok(())
+    }
+
+    /// Applies the verdict: acceptance, crop, emit, branch reuse, history, stats.
+    #[allow(clippy::too_many_arguments)]
+    fn resolve(
+        &mut self,
+        p: Plan,
+        b: usize,
+        vsig: Vec<PosSignals>,
+        vtok: Vec<u32>,
+        predicted: Vec<(Vec<PosSignals>, Vec<u32>)>,
+        detail: bool,
+        sink: &mut dyn EventSink,
+    ) {
+        let i = p.req;
+        let eos = self.eos.clone();
+        let verdict = round::verify(&p.block, &vtok);
+        let nrows = 1 + p.branches.len();
+        let r = &mut self.requests[i];
+        let (id, rnd) = (r.id, r.round);
+        let ctx = r.cache.len() - b;
+        let _ = r.cache.truncate(ctx + verdict.advance());
+        let budget = r.opts.max_new_tokens.saturating_sub(r.out.len());
+        let (kept, _) = round::truncate_emitted(verdict.emitted(), &eos, budget);
+        let origins: Vec<Origin> = (0..kept.len())
+            .map(|k| match (k < verdict.accepted, p.reused.is_some()) {
+                (true, true) => Origin::Reused,
+                (true, false) => Origin::Draft,
+                _ => Origin::Bonus,
+            })
+            .collect();
+        let st = &mut r.stats;
+        st.rounds += 1;
+        st.rows += nrows;
+        st.query_tokens += p.block.len() + p.branches.iter().map(|x| x.tokens.len()).sum::<usize>();
+        if p.branches.is_empty() {
+            st.verify_forwards += 1;
+        } else {
+            st.fused_forwards += 1;
+        }
+        st.record_accept(verdict.advance());
+        *st.blocks.entry(b).or_default() += 1;
+        r.history.push(RoundRecord {
+            block: b,
+            advance: verdict.advance(),
+            full: verdict.first_reject.is_none(),
+            verify_entropy: adaptive::verify_entropy(
+                &vsig.iter().map(|s| s.entropy).collect::<Vec<_>>(),
+                verdict.accepted,
+            ),
+        });
+        r.seed = verdict.bonus;
+        if !p.branches.is_empty() {
+            sink.emit(DecodeEvent::BranchesBuilt {
+                req: id,
+                round: rnd,
+                branches: p
+                    .branches
+                    .iter()
+                    .map(|br| BranchView {
+                        kind: br.kind,
+                        at: br.at,
+                        alt: br.alt,
+                        tokens: br.tokens.len(),
+                    })
+                    .collect(),
+            });
+        }
+        sink.emit(DecodeEvent::Verified {
+            req: id,
+            round: rnd,
+            accepted: verdict.accepted,
+            first_reject: verdict.first_reject,
+            verifier_tokens: verdict.verifier_tokens.clone(),
+            bonus: verdict.bonus,
+            detail: if detail { views(&vsig) } else { Vec::new() },
+        });
+        let ends = kept.len() < verdict.emitted().len() || kept.last().is_some_and(|t| eos.contains(t));
+        if !p.branches.is_empty() {
+            let cont_first = p
+                .branches
+                .iter()
+                .position(|br| br.kind == BranchKind::Continuation)
+                .map(|k| predicted[k].1[0]);
+            let outcome = overlap::resolve(&p.branches, &verdict, cont_first);
+            for br in &p.branches {
+                let label = br.kind.label();
+                r.stats.branches.entry(label.clone()).or_default().built += 1;
+                self.hit_rates.counts.entry(label).or_default().built += 1;
+            }
+            if let BranchOutcome::Hit { index, kind } = outcome {
+                r.stats.branches.entry(kind.label()).or_default().hits += 1;
+                self.hit_rates.counts.entry(kind.label()).or_default().hits += 1;
+                if !ends {
+                    let (sig, tok) = &predicted[index];
+                    r.pending = Some(Pending {
+                        block: overlap::reused_block(&p.branches[index], tok, verdict.bonus),
+                        signals: sig[1..].to_vec(),
+                        kind,
+                    });
+                }
+            }
+            sink.emit(DecodeEvent::BranchResolved {
+                req: id,
+                round: rnd,
+                outcome,
+            });
+        }
+        self.commit(i, rnd, &kept, &origins, sink);
+    }
+}
+
+/// Mutable caches of the given requests, in that order (each request at most once).
+fn caches_of<'a>(requests: &'a mut [ReqState], idx: &[usize]) -> Vec<&'a mut KvCache> {
+    let mut slots: Vec<Option<&mut KvCache>> = requests.iter_mut().map(|r| Some(&mut r.cache)).collect();
+    idx.iter().filter_map(|&i| slots[i].take()).collect()
+}
+
+fn simple_reason(rule: &str) -> BlockReason {
+    BlockReason {
+        rule: rule.into(),
+        signal: None,
+        candidates: Vec::new(),
+    }
+}
+
+fn views(sig: &[PosSignals]) -> Vec<PosView> {
+    sig.iter()
+        .map(|s| PosView {
+            margin: s.margin,
+            confidence: s.confidence,
+            entropy: s.entropy,
+            top: s.top.iter().take(5).copied().collect(),
+        })
+        .collect()
+}
