@@ -2,6 +2,9 @@
 
 mod cli;
 
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -22,6 +25,8 @@ enum Command {
     Inspect(cli::inspect::InspectArgs),
     /// Measure forward latency for rows x tokens x cache lengths.
     Profile(cli::profile::ProfileArgs),
+    /// Train the bundled model: corpus, tokenizer, joint AR + diffusion objective.
+    Train(cli::train::TrainArgs),
 }
 
 fn main() -> ExitCode {
@@ -30,6 +35,7 @@ fn main() -> ExitCode {
         Command::Run(a) => cli::run::run(a),
         Command::Inspect(a) => cli::inspect::run(a),
         Command::Profile(a) => cli::profile::run(a),
+        Command::Train(a) => cli::train::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -3,6 +3,7 @@
 pub mod inspect;
 pub mod profile;
 pub mod run;
+pub mod train;
 
 use std::io::{IsTerminal, Read};
 

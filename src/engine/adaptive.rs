@@ -111,7 +111,8 @@ impl SurvivalTables {
     pub fn from_file(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read survival tables {}", path.display()))?;
-        serde_json::from_str(&text).with_context(|| format!("invalid survival tables {}", path.display()))
+        serde_json::from_str(&text)
+            .with_context(|| format!("invalid survival tables {}", path.display()))
     }
 
     /// Flat tables with NLD-8B's same-state mean acceptance (A8 5.78, A16 8.53,
@@ -146,7 +147,12 @@ impl SurvivalTables {
 
     fn bin(&self, s: Option<f32>) -> Option<usize> {
         let s = s?;
-        Some(self.edges.iter().position(|&e| s <= e).unwrap_or(self.edges.len()))
+        Some(
+            self.edges
+                .iter()
+                .position(|&e| s <= e)
+                .unwrap_or(self.edges.len()),
+        )
     }
 
     /// V_B(s) = Σ_k S_B(k): expected tokens advanced per round at B.
@@ -162,7 +168,8 @@ impl SurvivalTables {
             Some(b) if b < curves.len() => &curves[b],
             // Missing signal: the marginal (mean over bins).
             _ => {
-                return curves.iter().map(|c| c.iter().sum::<f64>()).sum::<f64>() / curves.len().max(1) as f64;
+                return curves.iter().map(|c| c.iter().sum::<f64>()).sum::<f64>()
+                    / curves.len().max(1) as f64;
             }
         };
         curve.iter().sum()
@@ -172,7 +179,12 @@ impl SurvivalTables {
     /// empirical survival per bin, made monotone across bins (PAVA, lower entropy never
     /// predicts less) and non-increasing in k. Strata with fewer than `min_stratum`
     /// rounds fall back to `all`.
-    pub fn estimate(samples: &[SurvivalSample], bins: usize, min_stratum: usize, source: &str) -> Self {
+    pub fn estimate(
+        samples: &[SurvivalSample],
+        bins: usize,
+        min_stratum: usize,
+        source: &str,
+    ) -> Self {
         let mut signals: Vec<f32> = samples.iter().filter_map(|s| s.signal).collect();
         signals.sort_by(f32::total_cmp);
         let bins = bins.max(1).min(signals.len().max(1));
@@ -182,7 +194,8 @@ impl SurvivalTables {
         let mut edges = edges;
         edges.dedup();
         let nbins = edges.len() + 1;
-        let bin_of = |s: Option<f32>| s.map(|s| edges.iter().position(|&e| s <= e).unwrap_or(edges.len()));
+        let bin_of =
+            |s: Option<f32>| s.map(|s| edges.iter().position(|&e| s <= e).unwrap_or(edges.len()));
         let mut groups: BTreeMap<String, Vec<&SurvivalSample>> = BTreeMap::new();
         for s in samples {
             groups.entry("all".into()).or_default().push(s);
@@ -211,7 +224,13 @@ impl SurvivalTables {
                 // Empty bins take the pooled curve.
                 let total: f64 = counts.iter().sum();
                 let pooled: Vec<f64> = (0..b)
-                    .map(|k| if total > 0.0 { surv.iter().map(|c| c[k]).sum::<f64>() / total } else { 0.0 })
+                    .map(|k| {
+                        if total > 0.0 {
+                            surv.iter().map(|c| c[k]).sum::<f64>() / total
+                        } else {
+                            0.0
+                        }
+                    })
                     .collect();
                 let mut curves: Vec<Vec<f64>> = (0..nbins)
                     .map(|i| {
@@ -266,7 +285,10 @@ pub fn pava_non_increasing(y: &[f64], w: &[f64]) -> Vec<f64> {
             blocks.push(((m1 * w1 + m2 * w2) / w, w, c1 + c2));
         }
     }
-    blocks.into_iter().flat_map(|(m, _, c)| std::iter::repeat_n(m, c)).collect()
+    blocks
+        .into_iter()
+        .flat_map(|(m, _, c)| std::iter::repeat_n(m, c))
+        .collect()
 }
 
 /// The ratio rule: argmax_B V_B(s) / T_C(B); ties go to the smaller B.
@@ -370,15 +392,27 @@ mod tests {
             source: "test".into(),
         };
         let mut h = History::default();
-        assert_eq!(choose_block(&h, &t, &cost, 1, 0).0, 32, "cold start at C = 1");
+        assert_eq!(
+            choose_block(&h, &t, &cost, 1, 0).0,
+            32,
+            "cold start at C = 1"
+        );
         assert_eq!(choose_block(&h, &t, &cost, 64, 0).0, 8);
-        h.push(RoundRecord { block: 16, advance: 3, full: false, verify_entropy: 0.5 });
+        h.push(RoundRecord {
+            block: 16,
+            advance: 3,
+            full: false,
+            verify_entropy: 0.5,
+        });
         // V: 5.78 / 8.53 / 11.36; T ∝ 1 + 0.1·B: 1.8, 2.6, 4.2 -> ratios 3.21, 3.28, 2.70.
         let (b, why) = choose_block(&h, &t, &cost, 1, 0);
         assert_eq!((b, why.rule.as_str()), (16, "ratio"));
         assert_eq!(why.candidates.len(), 3);
         // Make B = 32 worth much more: it wins.
-        t.strata.get_mut("all").unwrap().insert(32, vec![vec![1.0; 32]]);
+        t.strata
+            .get_mut("all")
+            .unwrap()
+            .insert(32, vec![vec![1.0; 32]]);
         assert_eq!(choose_block(&h, &t, &cost, 1, 0).0, 32);
     }
 
@@ -386,7 +420,12 @@ mod tests {
     fn history_signal_is_ma2() {
         let mut h = History::default();
         for e in [3.0, 1.0, 2.0] {
-            h.push(RoundRecord { block: 8, advance: 8, full: true, verify_entropy: e });
+            h.push(RoundRecord {
+                block: 8,
+                advance: 8,
+                full: true,
+                verify_entropy: e,
+            });
         }
         assert_eq!(h.signal(), Some(1.5));
         assert_eq!(h.stratum().as_deref(), Some("b8_full"));

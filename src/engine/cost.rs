@@ -41,7 +41,10 @@ pub struct CostModel {
 impl CostModel {
     /// Least-squares fit to profile points (negative coefficients are clamped to 0).
     pub fn fit(profile: &Profile, source: &str) -> Result<Self> {
-        ensure!(profile.points.len() >= 4, "a cost profile needs at least 4 points");
+        ensure!(
+            profile.points.len() >= 4,
+            "a cost profile needs at least 4 points"
+        );
         let mut ata = [[0f64; 4]; 4];
         let mut atb = [0f64; 4];
         for p in &profile.points {
@@ -117,7 +120,8 @@ impl CostModel {
 
 /// Where `specscope profile --save` puts the profile.
 pub fn default_path() -> Option<PathBuf> {
-    directories::ProjectDirs::from("", "", "specscope").map(|d| d.config_dir().join("cost_profile.json"))
+    directories::ProjectDirs::from("", "", "specscope")
+        .map(|d| d.config_dir().join("cost_profile.json"))
 }
 
 /// Gaussian elimination with partial pivoting on a 4×4 system.
@@ -139,7 +143,12 @@ fn solve4(mut a: [[f64; 4]; 4], mut b: [f64; 4]) -> Option<[f64; 4]> {
             }
         }
     }
-    Some([b[0] / a[0][0], b[1] / a[1][1], b[2] / a[2][2], b[3] / a[3][3]])
+    Some([
+        b[0] / a[0][0],
+        b[1] / a[1][1],
+        b[2] / a[2][2],
+        b[3] / a[3][3],
+    ])
 }
 
 #[cfg(test)]
@@ -148,16 +157,31 @@ mod tests {
 
     #[test]
     fn fit_recovers_a_linear_cost() {
-        let truth = |r: usize, t: usize, c: usize| 1.5 + r as f64 * (0.7 + 0.2 * t as f64 + 1e-4 * (t * c) as f64);
+        let truth = |r: usize, t: usize, c: usize| {
+            1.5 + r as f64 * (0.7 + 0.2 * t as f64 + 1e-4 * (t * c) as f64)
+        };
         let mut points = Vec::new();
         for c in [256, 1024] {
             for r in [1, 4] {
                 for t in [1, 8, 16, 32] {
-                    points.push(ProfilePoint { cache_len: c, rows: r, tokens: t, median_ms: truth(r, t, c), min_ms: 0.0 });
+                    points.push(ProfilePoint {
+                        cache_len: c,
+                        rows: r,
+                        tokens: t,
+                        median_ms: truth(r, t, c),
+                        min_ms: 0.0,
+                    });
                 }
             }
         }
-        let m = CostModel::fit(&Profile { model: "t".into(), points }, "test").unwrap();
+        let m = CostModel::fit(
+            &Profile {
+                model: "t".into(),
+                points,
+            },
+            "test",
+        )
+        .unwrap();
         assert!((m.fixed_ms - 1.5).abs() < 1e-6 && (m.per_row_ms - 0.7).abs() < 1e-6);
         assert!((m.forward_ms(2, 10, 500) - truth(2, 10, 500)).abs() < 1e-6);
     }

@@ -106,7 +106,7 @@ pub struct RequestStats {
     /// `hist[a]` = rounds that advanced `a` tokens (accepted drafts + 1).
     pub accept_hist: Vec<usize>,
     /// Rounds per block size.
-    pub blocks: BTreeMap<usize, usize>,
+    pub blocks: BTreeMap<String, usize>,
     pub branches: BTreeMap<String, BranchCount>,
     pub prefill_secs: f64,
     pub decode_secs: f64,
@@ -123,7 +123,12 @@ impl RequestStats {
 
     /// Mean tokens advanced per round (acceptance length, bonus included).
     pub fn mean_accept(&self) -> f64 {
-        let total: usize = self.accept_hist.iter().enumerate().map(|(a, n)| a * n).sum();
+        let total: usize = self
+            .accept_hist
+            .iter()
+            .enumerate()
+            .map(|(a, n)| a * n)
+            .sum();
         ratio(total as f64, self.rounds as f64)
     }
 
@@ -172,9 +177,19 @@ pub enum DecodeEvent {
         family: Option<String>,
     },
     /// The prompt was prefilled; `seed` is the first generated token.
-    Prefilled { req: RequestId, prompt_tokens: usize, seed: u32, ms: f64 },
+    Prefilled {
+        req: RequestId,
+        prompt_tokens: usize,
+        seed: u32,
+        ms: f64,
+    },
     /// The block size of the coming round.
-    BlockChosen { req: RequestId, round: usize, block: usize, reason: BlockReason },
+    BlockChosen {
+        req: RequestId,
+        round: usize,
+        block: usize,
+        reason: BlockReason,
+    },
     /// A draft block `[seed, d1 ..]`, drafted now or reused from a branch.
     Drafted {
         req: RequestId,
@@ -188,7 +203,11 @@ pub enum DecodeEvent {
         detail: Vec<PosView>,
     },
     /// Branch rows fused with this round's verification.
-    BranchesBuilt { req: RequestId, round: usize, branches: Vec<BranchView> },
+    BranchesBuilt {
+        req: RequestId,
+        round: usize,
+        branches: Vec<BranchView>,
+    },
     /// The verifier's verdict on the round's block.
     Verified {
         req: RequestId,
@@ -201,7 +220,11 @@ pub enum DecodeEvent {
         detail: Vec<PosView>,
     },
     /// What became of the round's branches.
-    BranchResolved { req: RequestId, round: usize, outcome: BranchOutcome },
+    BranchResolved {
+        req: RequestId,
+        round: usize,
+        outcome: BranchOutcome,
+    },
     /// Tokens appended to the answer this round.
     Committed {
         req: RequestId,
@@ -211,13 +234,27 @@ pub enum DecodeEvent {
         text: String,
     },
     /// A physical forward pass (rows of possibly many requests).
-    Forward { phase: String, rows: usize, query_tokens: usize, requests: usize, ms: f64 },
+    Forward {
+        phase: String,
+        rows: usize,
+        query_tokens: usize,
+        requests: usize,
+        ms: f64,
+    },
     /// The request ended.
-    RequestFinished { req: RequestId, stop: StopReason, text: String, stats: RequestStats },
+    RequestFinished {
+        req: RequestId,
+        stop: StopReason,
+        text: String,
+        stats: RequestStats,
+    },
     /// The engine paused or resumed.
     EngineState { paused: bool },
     /// Something went wrong (a request, or the engine when `req` is absent).
-    Error { req: Option<RequestId>, message: String },
+    Error {
+        req: Option<RequestId>,
+        message: String,
+    },
 }
 
 /// Receives events; `detail` says whether per-position top-k is worth computing.

@@ -9,7 +9,9 @@ pub mod overlap;
 pub mod round;
 pub mod scheduler;
 pub mod signals;
+pub mod worker;
 
 pub use ar::{generate_ar, Generation, StopReason};
 pub use events::{DecodeEvent, EventSink, Mode, NullSink, RequestStats, VecSink};
 pub use scheduler::{DecodeOptions, Finished, Scheduler, Submit};
+pub use worker::{EngineCommand, EngineHandle, OptionsPatch};

@@ -75,9 +75,18 @@ impl Branch {
     /// The row to fuse with verification: read-only, LoRA and logits on the block.
     pub fn row(&self, cache: usize) -> Row {
         let block = self.tokens.len() - self.causal_len;
-        Row::new(cache, self.tokens.clone(), AttnRule::CausalThenBlock { causal_len: self.causal_len })
-            .lora_from(self.causal_len)
-            .logits(LogitSel::Range { start: self.causal_len, len: block })
+        Row::new(
+            cache,
+            self.tokens.clone(),
+            AttnRule::CausalThenBlock {
+                causal_len: self.causal_len,
+            },
+        )
+        .lora_from(self.causal_len)
+        .logits(LogitSel::Range {
+            start: self.causal_len,
+            len: block,
+        })
     }
 }
 
@@ -127,7 +136,9 @@ pub fn plan_branches(
         tokens.push(alt);
         tokens.extend(std::iter::repeat_n(mask_id, b - 1));
         out.push(Branch {
-            kind: BranchKind::Correction { rank: rank as u8 + 1 },
+            kind: BranchKind::Correction {
+                rank: rank as u8 + 1,
+            },
             at: p,
             alt: Some(alt),
             causal_len: p,
@@ -178,7 +189,11 @@ pub enum BranchOutcome {
 
 /// Exact reuse rule (reference §2.5). `continuation_first` is the continuation's
 /// predicted token at its block position 0, when built.
-pub fn resolve(branches: &[Branch], verdict: &Verdict, continuation_first: Option<u32>) -> BranchOutcome {
+pub fn resolve(
+    branches: &[Branch],
+    verdict: &Verdict,
+    continuation_first: Option<u32>,
+) -> BranchOutcome {
     let miss = |reason| BranchOutcome::Miss { reason };
     if branches.is_empty() {
         return miss(MissReason::NoBranches);
@@ -192,7 +207,10 @@ pub fn resolve(branches: &[Branch], verdict: &Verdict, continuation_first: Optio
             {
                 // ar[q − 1] is the verifier's token for position q.
                 return if Some(verdict.verifier_tokens[q - 1]) == br.alt {
-                    BranchOutcome::Hit { index: i, kind: br.kind }
+                    BranchOutcome::Hit {
+                        index: i,
+                        kind: br.kind,
+                    }
                 } else {
                     miss(MissReason::WrongCandidate)
                 };
@@ -208,7 +226,10 @@ pub fn resolve(branches: &[Branch], verdict: &Verdict, continuation_first: Optio
                 _ => miss(MissReason::After),
             }
         }
-        None => match branches.iter().position(|b| b.kind == BranchKind::Continuation) {
+        None => match branches
+            .iter()
+            .position(|b| b.kind == BranchKind::Continuation)
+        {
             Some(i) if continuation_first == Some(verdict.bonus) => BranchOutcome::Hit {
                 index: i,
                 kind: BranchKind::Continuation,
@@ -244,13 +265,21 @@ mod tests {
     }
 
     fn room() -> BranchRoom {
-        BranchRoom { context: 1000, budget: 1000 }
+        BranchRoom {
+            context: 1000,
+            budget: 1000,
+        }
     }
 
     /// Block [10, 11, 12, 13, 14]; positions 2 and 4 risky with alternatives 22 and 24.
     fn setup() -> (Vec<u32>, Vec<PosSignals>, Vec<usize>) {
         let block = vec![10, 11, 12, 13, 14];
-        let draft = vec![sig(11, 21, false), sig(12, 22, true), sig(13, 23, false), sig(14, 24, true)];
+        let draft = vec![
+            sig(11, 21, false),
+            sig(12, 22, true),
+            sig(13, 23, false),
+            sig(14, 24, true),
+        ];
         let risky = risky_positions(&draft, 0.5);
         (block, draft, risky)
     }
@@ -259,18 +288,37 @@ mod tests {
     fn risky_positions_and_rows() {
         let (block, draft, risky) = setup();
         assert_eq!(risky, vec![2, 4]);
-        let br = plan_branches(&block, &draft, &risky, RowTable::TwoPlusNew, MASK, &[MASK, 7], room());
+        let br = plan_branches(
+            &block,
+            &draft,
+            &risky,
+            RowTable::TwoPlusNew,
+            MASK,
+            &[MASK, 7],
+            room(),
+        );
         assert_eq!(br.len(), 3);
         assert_eq!(br[0].tokens, vec![10, 11, 22, MASK, MASK, MASK, MASK]);
         assert_eq!((br[0].at, br[0].causal_len, br[0].alt), (2, 2, Some(22)));
         assert_eq!(br[1].kind, BranchKind::Correction { rank: 2 });
-        assert_eq!(br[2].tokens, vec![10, 11, 12, 13, 14, MASK, MASK, MASK, MASK, MASK]);
+        assert_eq!(
+            br[2].tokens,
+            vec![10, 11, 12, 13, 14, MASK, MASK, MASK, MASK, MASK]
+        );
         let row = br[0].row(3);
         assert_eq!(row.rule, AttnRule::CausalThenBlock { causal_len: 2 });
-        assert_eq!((row.lora_from, row.logits.clone()), (Some(2), LogitSel::Range { start: 2, len: 5 }));
+        assert_eq!(
+            (row.lora_from, row.logits.clone()),
+            (Some(2), LogitSel::Range { start: 2, len: 5 })
+        );
         // Tables differ at three crossings.
         let three = [1, 2, 3];
-        let d3 = vec![sig(11, 21, true), sig(12, 22, true), sig(13, 23, true), sig(14, 24, false)];
+        let d3 = vec![
+            sig(11, 21, true),
+            sig(12, 22, true),
+            sig(13, 23, true),
+            sig(14, 24, false),
+        ];
         let kinds = |t| plan_branches(&block, &d3, &three, t, MASK, &[MASK], room()).len();
         assert_eq!(kinds(RowTable::Multi), 3);
         assert_eq!(kinds(RowTable::TwoPlusNew), 3);
@@ -278,41 +326,143 @@ mod tests {
         assert_eq!(kinds(RowTable::P1ConditionalNew), 1);
         // The alternative skips EOS when EOS is second.
         let d = vec![sig(11, 7, true)];
-        let b = plan_branches(&[10, 11], &d, &[1], RowTable::TwoPlusNew, MASK, &[MASK, 7], room());
+        let b = plan_branches(
+            &[10, 11],
+            &d,
+            &[1],
+            RowTable::TwoPlusNew,
+            MASK,
+            &[MASK, 7],
+            room(),
+        );
         assert_ne!(b[0].alt, Some(7));
         // No room: nothing beyond the context.
-        let tight = BranchRoom { context: 6, budget: 1000 };
-        let b = plan_branches(&block, &draft, &risky, RowTable::TwoPlusNew, MASK, &[MASK], tight);
-        assert!(b.iter().all(|x| x.tokens.len() <= 6 + x.causal_len && x.at + 5 <= 6));
+        let tight = BranchRoom {
+            context: 6,
+            budget: 1000,
+        };
+        let b = plan_branches(
+            &block,
+            &draft,
+            &risky,
+            RowTable::TwoPlusNew,
+            MASK,
+            &[MASK],
+            tight,
+        );
+        assert!(b
+            .iter()
+            .all(|x| x.tokens.len() <= 6 + x.causal_len && x.at + 5 <= 6));
     }
 
     #[test]
     fn every_reuse_case() {
         let (block, draft, risky) = setup();
-        let br = plan_branches(&block, &draft, &risky, RowTable::TwoPlusNew, MASK, &[MASK], room());
-        let out = |verifier: &[u32], cont: Option<u32>| resolve(&br, &verify(&block, verifier), cont);
+        let br = plan_branches(
+            &block,
+            &draft,
+            &risky,
+            RowTable::TwoPlusNew,
+            MASK,
+            &[MASK],
+            room(),
+        );
+        let out =
+            |verifier: &[u32], cont: Option<u32>| resolve(&br, &verify(&block, verifier), cont);
         // Hit: reject at 2, verifier says 22 (ar[1]).
-        assert_eq!(out(&[11, 22, 0, 0, 0], None), BranchOutcome::Hit { index: 0, kind: BranchKind::Correction { rank: 1 } });
+        assert_eq!(
+            out(&[11, 22, 0, 0, 0], None),
+            BranchOutcome::Hit {
+                index: 0,
+                kind: BranchKind::Correction { rank: 1 }
+            }
+        );
         // Hit at P2.
-        assert_eq!(out(&[11, 12, 13, 24, 0], None), BranchOutcome::Hit { index: 1, kind: BranchKind::Correction { rank: 2 } });
+        assert_eq!(
+            out(&[11, 12, 13, 24, 0], None),
+            BranchOutcome::Hit {
+                index: 1,
+                kind: BranchKind::Correction { rank: 2 }
+            }
+        );
         // Wrong candidate at P1.
-        assert_eq!(out(&[11, 30, 0, 0, 0], None), BranchOutcome::Miss { reason: MissReason::WrongCandidate });
+        assert_eq!(
+            out(&[11, 30, 0, 0, 0], None),
+            BranchOutcome::Miss {
+                reason: MissReason::WrongCandidate
+            }
+        );
         // Before P1 (reject at 1), between (reject at 3), after (none after 4 possible: use
         // a table with only P1).
-        assert_eq!(out(&[30, 0, 0, 0, 0], None), BranchOutcome::Miss { reason: MissReason::Before });
-        assert_eq!(out(&[11, 12, 30, 0, 0], None), BranchOutcome::Miss { reason: MissReason::Between });
-        let p1 = plan_branches(&block, &draft, &risky[..1], RowTable::P1ConditionalNew, MASK, &[MASK], room());
+        assert_eq!(
+            out(&[30, 0, 0, 0, 0], None),
+            BranchOutcome::Miss {
+                reason: MissReason::Before
+            }
+        );
+        assert_eq!(
+            out(&[11, 12, 30, 0, 0], None),
+            BranchOutcome::Miss {
+                reason: MissReason::Between
+            }
+        );
+        let p1 = plan_branches(
+            &block,
+            &draft,
+            &risky[..1],
+            RowTable::P1ConditionalNew,
+            MASK,
+            &[MASK],
+            room(),
+        );
         let after = resolve(&p1, &verify(&block, &[11, 12, 30, 0, 0]), None);
-        assert_eq!(after, BranchOutcome::Miss { reason: MissReason::After });
+        assert_eq!(
+            after,
+            BranchOutcome::Miss {
+                reason: MissReason::After
+            }
+        );
         // Continuation hit and miss on a full block (bonus 50).
-        assert_eq!(out(&[11, 12, 13, 14, 50], Some(50)), BranchOutcome::Hit { index: 2, kind: BranchKind::Continuation });
-        assert_eq!(out(&[11, 12, 13, 14, 50], Some(51)), BranchOutcome::Miss { reason: MissReason::ContinuationMiss });
+        assert_eq!(
+            out(&[11, 12, 13, 14, 50], Some(50)),
+            BranchOutcome::Hit {
+                index: 2,
+                kind: BranchKind::Continuation
+            }
+        );
+        assert_eq!(
+            out(&[11, 12, 13, 14, 50], Some(51)),
+            BranchOutcome::Miss {
+                reason: MissReason::ContinuationMiss
+            }
+        );
         // Full block without a continuation.
-        let no_new = plan_branches(&block, &draft, &risky, RowTable::NoP3, MASK, &[MASK], room());
+        let no_new = plan_branches(
+            &block,
+            &draft,
+            &risky,
+            RowTable::NoP3,
+            MASK,
+            &[MASK],
+            room(),
+        );
         assert_eq!(no_new.len(), 3, "two crossings still build new");
-        let only_corr: Vec<Branch> = no_new.into_iter().filter(|b| b.kind != BranchKind::Continuation).collect();
+        let only_corr: Vec<Branch> = no_new
+            .into_iter()
+            .filter(|b| b.kind != BranchKind::Continuation)
+            .collect();
         let full = resolve(&only_corr, &verify(&block, &[11, 12, 13, 14, 50]), None);
-        assert_eq!(full, BranchOutcome::Miss { reason: MissReason::ContinuationAbsent });
-        assert_eq!(resolve(&[], &verify(&block, &[0; 5]), None), BranchOutcome::Miss { reason: MissReason::NoBranches });
+        assert_eq!(
+            full,
+            BranchOutcome::Miss {
+                reason: MissReason::ContinuationAbsent
+            }
+        );
+        assert_eq!(
+            resolve(&[], &verify(&block, &[0; 5]), None),
+            BranchOutcome::Miss {
+                reason: MissReason::NoBranches
+            }
+        );
     }
 }

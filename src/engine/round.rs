@@ -31,7 +31,11 @@ impl Verdict {
 /// Greedy exact-match acceptance. `block[0]` is the seed; `verifier[i]` predicts
 /// `block[i + 1]` (causal logits are shifted by one, draft logits are not).
 pub fn verify(block: &[u32], verifier: &[u32]) -> Verdict {
-    assert_eq!(block.len(), verifier.len(), "one verifier token per block position");
+    assert_eq!(
+        block.len(),
+        verifier.len(),
+        "one verifier token per block position"
+    );
     let b = block.len();
     let accepted = (0..b.saturating_sub(1))
         .take_while(|&i| verifier[i] == block[i + 1])
@@ -71,10 +75,16 @@ mod tests {
         assert_eq!(v.advance(), 3);
         // Immediate reject: one token per round, the verifier's.
         let v = verify(&[5, 6, 7, 8], &[1, 7, 8, 4]);
-        assert_eq!((v.accepted, v.first_reject, v.emitted()), (0, Some(1), &[1u32][..]));
+        assert_eq!(
+            (v.accepted, v.first_reject, v.emitted()),
+            (0, Some(1), &[1u32][..])
+        );
         // Full block: B − 1 drafts plus the bonus from the last position.
         let v = verify(&[5, 6, 7, 8], &[6, 7, 8, 4]);
-        assert_eq!((v.accepted, v.first_reject, v.emitted()), (3, None, &[6, 7, 8, 4][..]));
+        assert_eq!(
+            (v.accepted, v.first_reject, v.emitted()),
+            (3, None, &[6, 7, 8, 4][..])
+        );
     }
 
     #[test]
@@ -88,12 +98,18 @@ mod tests {
     #[test]
     fn block_of_one_is_ar() {
         let v = verify(&[5], &[9]);
-        assert_eq!((v.accepted, v.first_reject, v.emitted()), (0, None, &[9u32][..]));
+        assert_eq!(
+            (v.accepted, v.first_reject, v.emitted()),
+            (0, None, &[9u32][..])
+        );
     }
 
     #[test]
     fn eos_and_budget_truncate() {
-        assert_eq!(truncate_emitted(&[1, 2, 3, 4], &[3], 10), (vec![1, 2, 3], true));
+        assert_eq!(
+            truncate_emitted(&[1, 2, 3, 4], &[3], 10),
+            (vec![1, 2, 3], true)
+        );
         assert_eq!(truncate_emitted(&[1, 2, 3, 4], &[9], 2), (vec![1, 2], true));
         assert_eq!(truncate_emitted(&[1, 2], &[9], 5), (vec![1, 2], false));
         // EOS beyond the budget is not reached.

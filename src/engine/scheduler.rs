@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 use super::adaptive::{self, History, RoundRecord, SurvivalTables};
 use super::cost::CostModel;
 use super::events::{
-    BlockReason, BranchCount, BranchView, DecodeEvent, EventSink, Mode, Origin, PosView,
-    RequestId, RequestStats,
+    BlockReason, BranchCount, BranchView, DecodeEvent, EventSink, Mode, Origin, PosView, RequestId,
+    RequestStats,
 };
 use super::overlap::{self, Branch, BranchKind, BranchOutcome, BranchRoom, RowTable};
 use super::round;
@@ -59,7 +59,10 @@ impl Default for DecodeOptions {
 impl DecodeOptions {
     pub fn validate(&self) -> Result<()> {
         ensure!(self.block >= 1, "block size must be at least 1 (got 0)");
-        ensure!(self.max_new_tokens >= 1, "max_new_tokens must be at least 1");
+        ensure!(
+            self.max_new_tokens >= 1,
+            "max_new_tokens must be at least 1"
+        );
         ensure!(
             self.risk_threshold.is_finite() && (0.0..=1.0).contains(&self.risk_threshold),
             "risk threshold must be in [0, 1] (got {})",
@@ -254,7 +257,12 @@ impl Scheduler {
     }
 
     /// Queues a request under an id chosen by the caller (the engine thread's handle).
-    pub fn submit_with_id(&mut self, id: RequestId, s: Submit, sink: &mut dyn EventSink) -> Result<()> {
+    pub fn submit_with_id(
+        &mut self,
+        id: RequestId,
+        s: Submit,
+        sink: &mut dyn EventSink,
+    ) -> Result<()> {
         s.options.validate()?;
         let max_pos = self.model.config().max_position_embeddings;
         ensure!(!s.prompt.is_empty(), "the prompt is empty");
@@ -312,6 +320,13 @@ impl Scheduler {
         }
     }
 
+    /// Cancels every live request.
+    pub fn cancel_all(&mut self, sink: &mut dyn EventSink) {
+        while !self.requests.is_empty() {
+            self.finish(0, StopReason::Cancelled, sink);
+        }
+    }
+
     /// Changes the options of every live request from its next round on.
     pub fn set_options(&mut self, f: impl Fn(&mut DecodeOptions)) -> Result<()> {
         for r in &mut self.requests {
@@ -357,14 +372,20 @@ impl Scheduler {
         Ok(())
     }
 
-    fn choose(&mut self, req: usize, logits: &candle_core::Tensor) -> Result<(Vec<PosSignals>, Vec<u32>)> {
+    fn choose(
+        &mut self,
+        req: usize,
+        logits: &candle_core::Tensor,
+    ) -> Result<(Vec<PosSignals>, Vec<u32>)> {
         let r = &mut self.requests[req];
         signals::signals_and_choices(logits, self.mask, r.opts.sampling, &mut r.rng)
     }
 
     /// Batched prefill of every new request: one forward, first token chosen.
     fn prefill(&mut self, sink: &mut dyn EventSink) -> Result<()> {
-        let new: Vec<usize> = (0..self.requests.len()).filter(|&i| !self.requests[i].prefilled).collect();
+        let new: Vec<usize> = (0..self.requests.len())
+            .filter(|&i| !self.requests[i].prefilled)
+            .collect();
         if new.is_empty() {
             return Ok(());
         }
@@ -381,7 +402,9 @@ impl Scheduler {
         let start = Instant::now();
         let logits = {
             let mut caches = caches_of(&mut self.requests, &new);
-            self.model.forward(&batch, &mut caches).context("prefill forward")?
+            self.model
+                .forward(&batch, &mut caches)
+                .context("prefill forward")?
         };
         let ms = start.elapsed().as_secs_f64() * 1e3;
         self.counts.prefill += 1;
@@ -412,7 +435,14 @@ impl Scheduler {
     }
 
     /// Appends emitted tokens, streams text, and marks the request done when it stops.
-    fn commit(&mut self, i: usize, round: usize, tokens: &[u32], origins: &[Origin], sink: &mut dyn EventSink) {
+    fn commit(
+        &mut self,
+        i: usize,
+        round: usize,
+        tokens: &[u32],
+        origins: &[Origin],
+        sink: &mut dyn EventSink,
+    ) {
         let r = &mut self.requests[i];
         let text = match &mut r.stream {
             Some(s) => s.push(tokens).unwrap_or_default(),
@@ -508,7 +538,8 @@ impl Scheduler {
                 (len.min(want), Some(simple_reason("reused")))
             }
             _ if r.opts.adaptive_on() => {
-                let (b, why) = adaptive::choose_block(&r.history, &self.tables, &self.cost, concurrency, ctx);
+                let (b, why) =
+                    adaptive::choose_block(&r.history, &self.tables, &self.cost, concurrency, ctx);
                 (b, Some(why))
             }
             _ => (r.opts.block, Some(simple_reason("fixed"))),
@@ -550,7 +581,12 @@ impl Scheduler {
     }
 
     /// One bidirectional draft forward for every plan of the bucket that needs one.
-    fn draft_bucket(&mut self, b: usize, bucket: &mut [Plan], sink: &mut dyn EventSink) -> Result<()> {
+    fn draft_bucket(
+        &mut self,
+        b: usize,
+        bucket: &mut [Plan],
+        sink: &mut dyn EventSink,
+    ) -> Result<()> {
         let need: Vec<usize> = (0..bucket.len())
             .filter(|&k| b > 1 && bucket[k].reused.is_none())
             .collect();
@@ -564,14 +600,19 @@ impl Scheduler {
                     tokens.extend(std::iter::repeat_n(self.mask, b - 1));
                     Row::new(slot, tokens, AttnRule::Bidirectional)
                         .lora_from(0)
-                        .logits(LogitSel::Range { start: 1, len: b - 1 })
+                        .logits(LogitSel::Range {
+                            start: 1,
+                            len: b - 1,
+                        })
                 })
                 .collect();
             let batch = RowBatch::new(rows);
             let start = Instant::now();
             let logits = {
                 let mut caches = caches_of(&mut self.requests, &reqs);
-                self.model.forward(&batch, &mut caches).context("draft forward")?
+                self.model
+                    .forward(&batch, &mut caches)
+                    .context("draft forward")?
             };
             let ms = start.elapsed().as_secs_f64() * 1e3;
             self.counts.draft += 1;
@@ -640,21 +681,33 @@ impl Scheduler {
         if r.opts.cost_aware {
             // A branch pays when its expected saving (hit rate × this request's share of
             // a draft forward) covers the cost of its extra row in the fused forward.
-            let saving = self.cost.row_ms(p.block_size, ctx) + self.cost.fixed_ms / concurrency.max(1) as f64;
-            branches.retain(|br| self.hit_rates.rate(br.kind) * saving >= self.cost.row_ms(br.tokens.len(), ctx));
+            let saving = self.cost.row_ms(p.block_size, ctx)
+                + self.cost.fixed_ms / concurrency.max(1) as f64;
+            branches.retain(|br| {
+                self.hit_rates.rate(br.kind) * saving >= self.cost.row_ms(br.tokens.len(), ctx)
+            });
         }
         p.branches = branches;
     }
 
     /// One fused forward: every plan's verify row (committing) plus its branch rows.
-    fn verify_bucket(&mut self, b: usize, bucket: Vec<Plan>, sink: &mut dyn EventSink) -> Result<()> {
+    fn verify_bucket(
+        &mut self,
+        b: usize,
+        bucket: Vec<Plan>,
+        sink: &mut dyn EventSink,
+    ) -> Result<()> {
         let reqs: Vec<usize> = bucket.iter().map(|p| p.req).collect();
         let mut rows = Vec::new();
         // (first row index, number of branch rows) per plan.
         let mut layout = Vec::with_capacity(bucket.len());
         for (slot, p) in bucket.iter().enumerate() {
             layout.push((rows.len(), p.branches.len()));
-            rows.push(Row::new(slot, p.block.clone(), AttnRule::Causal).commit().logits(LogitSel::All));
+            rows.push(
+                Row::new(slot, p.block.clone(), AttnRule::Causal)
+                    .commit()
+                    .logits(LogitSel::All),
+            );
             rows.extend(p.branches.iter().map(|br| br.row(slot)));
         }
         let fused = bucket.iter().any(|p| !p.branches.is_empty());
@@ -662,7 +715,9 @@ impl Scheduler {
         let start = Instant::now();
         let logits = {
             let mut caches = caches_of(&mut self.requests, &reqs);
-            self.model.forward(&batch, &mut caches).context("verify forward")?
+            self.model
+                .forward(&batch, &mut caches)
+                .context("verify forward")?
         };
         let ms = start.elapsed().as_secs_f64() * 1e3;
         if fused {
@@ -731,7 +786,7 @@ impl Scheduler {
             st.fused_forwards += 1;
         }
         st.record_accept(verdict.advance());
-        *st.blocks.entry(b).or_default() += 1;
+        *st.blocks.entry(b.to_string()).or_default() += 1;
         r.history.push(RoundRecord {
             block: b,
             advance: verdict.advance(),
@@ -767,7 +822,8 @@ impl Scheduler {
             bonus: verdict.bonus,
             detail: if detail { views(&vsig) } else { Vec::new() },
         });
-        let ends = kept.len() < verdict.emitted().len() || kept.last().is_some_and(|t| eos.contains(t));
+        let ends =
+            kept.len() < verdict.emitted().len() || kept.last().is_some_and(|t| eos.contains(t));
         if !p.branches.is_empty() {
             let cont_first = p
                 .branches
@@ -804,7 +860,8 @@ impl Scheduler {
 
 /// Mutable caches of the given requests, in that order (each request at most once).
 fn caches_of<'a>(requests: &'a mut [ReqState], idx: &[usize]) -> Vec<&'a mut KvCache> {
-    let mut slots: Vec<Option<&mut KvCache>> = requests.iter_mut().map(|r| Some(&mut r.cache)).collect();
+    let mut slots: Vec<Option<&mut KvCache>> =
+        requests.iter_mut().map(|r| Some(&mut r.cache)).collect();
     idx.iter().filter_map(|&i| slots[i].take()).collect()
 }
 

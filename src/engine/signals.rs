@@ -100,7 +100,10 @@ mod tests {
         let row = [0.0f32, 9.0, 2.0, 1.0, 2.0];
         let s = signals_of(&row, 1);
         assert_eq!(s.argmax, 2, "ties go to the lower id");
-        assert_eq!(s.top.iter().map(|t| t.0).collect::<Vec<_>>(), vec![2, 4, 3, 0]);
+        assert_eq!(
+            s.top.iter().map(|t| t.0).collect::<Vec<_>>(),
+            vec![2, 4, 3, 0]
+        );
         let total: f32 = s.top.iter().map(|t| t.1).sum();
         assert!((total - 1.0).abs() < 1e-5);
         assert!(s.margin.abs() < 1e-6, "equal top two: zero margin");
@@ -130,7 +133,13 @@ pub fn sample(row: &[f32], mask_id: u32, temperature: f32, rng: &mut crate::rng:
     let weights: Vec<f64> = row
         .iter()
         .enumerate()
-        .map(|(i, &x)| if i == mask { 0.0 } else { ((x as f64 - max) / t).exp() })
+        .map(|(i, &x)| {
+            if i == mask {
+                0.0
+            } else {
+                ((x as f64 - max) / t).exp()
+            }
+        })
         .collect();
     let total: f64 = weights.iter().sum();
     let mut u = rng.uniform() * total;

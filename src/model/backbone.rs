@@ -5,13 +5,42 @@ use std::collections::HashMap;
 
 use anyhow::{bail, ensure, Context, Result};
 use candle_core::{DType, Device, Module, Tensor};
-use candle_nn::{Embedding, Linear, RmsNorm, VarBuilder};
+use candle_nn::{Embedding, Linear, VarBuilder};
 
 use super::cache::KvCache;
 use super::config::Config;
 use super::lora::DraftLora;
 use super::rope::Rope;
 use super::rows::{AttnRule, RowBatch};
+
+/// RMSNorm with the fused kernel for inference and a differentiable path for training
+/// (candle's fused `rms_norm` has no gradient).
+#[derive(Debug, Clone)]
+struct RmsNorm {
+    weight: Tensor,
+    eps: f64,
+}
+
+impl RmsNorm {
+    fn new(size: usize, eps: f64, vb: VarBuilder) -> Result<Self> {
+        Ok(Self {
+            weight: vb.get_with_hints(size, "weight", candle_nn::Init::Const(1.0))?,
+            eps,
+        })
+    }
+
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(candle_nn::ops::rms_norm(x, &self.weight, self.eps as f32)?)
+    }
+
+    fn forward_diff(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(candle_nn::ops::rms_norm_slow(
+            x,
+            &self.weight,
+            self.eps as f32,
+        )?)
+    }
+}
 
 /// Per-forward facts shared by every layer.
 struct FwdCtx {
@@ -130,6 +159,58 @@ impl Attention {
     }
 }
 
+impl Attention {
+    /// Differentiable full-sequence attention for training. x: (B, T, hidden); cos, sin:
+    /// (T, head_dim / 2); mask: additive (T, T).
+    fn forward_train(
+        &self,
+        x: &Tensor,
+        cos: &Tensor,
+        sin: &Tensor,
+        mask: &Tensor,
+    ) -> Result<Tensor> {
+        let (b, t, _) = x.dims3()?;
+        let (nh, nkv, hd) = (self.num_heads, self.num_kv_heads, self.head_dim);
+        let group = nh / nkv;
+        // (B, heads, T, head_dim)
+        let q = self
+            .q_proj
+            .forward(x)?
+            .reshape((b, t, nh, hd))?
+            .transpose(1, 2)?
+            .contiguous()?;
+        let k = self
+            .k_proj
+            .forward(x)?
+            .reshape((b, t, nkv, hd))?
+            .transpose(1, 2)?
+            .contiguous()?;
+        let v = self
+            .v_proj
+            .forward(x)?
+            .reshape((b, t, nkv, hd))?
+            .transpose(1, 2)?
+            .contiguous()?;
+        let q = candle_nn::rotary_emb::rope_slow(&q, cos, sin)?;
+        let k = candle_nn::rotary_emb::rope_slow(&k, cos, sin)?;
+        // GQA: q heads h = kv * group + g, as in inference.
+        let expand = |x: Tensor| -> Result<Tensor> {
+            Ok(x.unsqueeze(2)?
+                .broadcast_as((b, nkv, group, t, hd))?
+                .reshape((b, nh, t, hd))?)
+        };
+        let (k, v) = (expand(k)?, expand(v)?);
+        let q = (q * (1.0 / (hd as f64).sqrt()))?;
+        let scores = q.matmul(&k.t()?.contiguous()?)?;
+        let probs = super::ops::masked_softmax(&scores, mask)?;
+        let out = probs
+            .matmul(&v)?
+            .transpose(1, 2)?
+            .reshape((b, t, nh * hd))?;
+        Ok(self.o_proj.forward(&out)?)
+    }
+}
+
 #[derive(Debug, Clone)]
 struct Mlp {
     gate_proj: Linear,
@@ -167,13 +248,9 @@ impl DecoderLayer {
     fn new(cfg: &Config, vb: VarBuilder) -> Result<Self> {
         let (h, eps) = (cfg.hidden_size, cfg.rms_norm_eps);
         Ok(Self {
-            input_layernorm: candle_nn::rms_norm(h, eps, vb.pp("input_layernorm"))?,
+            input_layernorm: RmsNorm::new(h, eps, vb.pp("input_layernorm"))?,
             self_attn: Attention::new(cfg, vb.pp("self_attn"))?,
-            post_attention_layernorm: candle_nn::rms_norm(
-                h,
-                eps,
-                vb.pp("post_attention_layernorm"),
-            )?,
+            post_attention_layernorm: RmsNorm::new(h, eps, vb.pp("post_attention_layernorm"))?,
             mlp: Mlp::new(cfg, vb.pp("mlp"))?,
         })
     }
@@ -202,7 +279,7 @@ impl Model {
         let layers = (0..cfg.num_hidden_layers)
             .map(|i| DecoderLayer::new(cfg, enc.pp("layers").pp(i)))
             .collect::<Result<Vec<_>>>()?;
-        let norm = candle_nn::rms_norm(cfg.hidden_size, cfg.rms_norm_eps, enc.pp("norm"))?;
+        let norm = RmsNorm::new(cfg.hidden_size, cfg.rms_norm_eps, enc.pp("norm"))?;
         let head = if cfg.tie_word_embeddings {
             Linear::new(embed_tokens.embeddings().clone(), None)
         } else {
@@ -329,6 +406,26 @@ impl Model {
             }
         }
         self.logits(&x, batch, &ctx.spans)
+    }
+
+    /// Differentiable forward for training (no cache): ids (B, T) at `positions`, one
+    /// additive (T, T) mask shared by the batch. Returns logits (B, T, vocab).
+    pub fn forward_train(
+        &self,
+        ids: &Tensor,
+        positions: &[usize],
+        mask: &Tensor,
+    ) -> Result<Tensor> {
+        let (cos, sin) = self.rope.cos_sin(positions, &self.device)?;
+        let mut x = self.embed_tokens.forward(ids)?;
+        for layer in &self.layers {
+            let h = layer.input_layernorm.forward_diff(&x)?;
+            x = (&x + layer.self_attn.forward_train(&h, &cos, &sin, mask)?)?;
+            let h = layer.post_attention_layernorm.forward_diff(&x)?;
+            x = (&x + layer.mlp.forward(&h)?)?;
+        }
+        let h = self.norm.forward_diff(&x)?;
+        Ok(self.head.forward(&h)?)
     }
 
     /// Head over the selected positions only: one vocab-wide matmul for the whole batch.

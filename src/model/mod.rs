@@ -5,6 +5,7 @@ pub mod backbone;
 pub mod cache;
 pub mod config;
 pub mod lora;
+pub mod ops;
 pub mod rope;
 pub mod rows;
 pub mod source;

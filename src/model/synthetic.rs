@@ -144,11 +144,13 @@ pub fn random_weights(spec: &Spec) -> Result<HashMap<String, Tensor>> {
         "encoder.embed_tokens.weight".to_string(),
         normal_tensor(&mut rng, &[v, h], 1.0)?,
     );
-    let lin =
-        |rng: &mut Rng, out: usize, inp: usize| normal_tensor(rng, &[out, inp], 1.0 / (inp as f64).sqrt());
+    let lin = |rng: &mut Rng, out: usize, inp: usize| {
+        normal_tensor(rng, &[out, inp], 1.0 / (inp as f64).sqrt())
+    };
     for l in 0..spec.num_hidden_layers {
         let p = format!("encoder.layers.{l}");
-        let norm = |rng: &mut Rng| -> Result<Tensor> { Ok((normal_tensor(rng, &[h], 0.1)? + 1.0)?) };
+        let norm =
+            |rng: &mut Rng| -> Result<Tensor> { Ok((normal_tensor(rng, &[h], 0.1)? + 1.0)?) };
         w.insert(format!("{p}.input_layernorm.weight"), norm(&mut rng)?);
         w.insert(
             format!("{p}.post_attention_layernorm.weight"),
@@ -273,7 +275,10 @@ pub fn write_checkpoint(dir: &Path, spec: &Spec) -> Result<()> {
         let mut w = HashMap::new();
         for l in 0..spec.num_hidden_layers {
             let p = format!("base_model.model.encoder.layers.{l}.self_attn.o_proj");
-            w.insert(format!("{p}.lora_A.weight"), normal_tensor(&mut rng, &[r, q], 0.05)?);
+            w.insert(
+                format!("{p}.lora_A.weight"),
+                normal_tensor(&mut rng, &[r, q], 0.05)?,
+            );
             w.insert(
                 format!("{p}.lora_B.weight"),
                 normal_tensor(&mut rng, &[spec.hidden_size, r], 0.05)?,

@@ -108,33 +108,13 @@ impl TextTokenizer {
         let Some(src) = &self.template else {
             bail!("this model has no chat template (chat_template.jinja or tokenizer_config.json); use --raw");
         };
-        let mut env = minijinja::Environment::new();
-        env.set_trim_blocks(true);
-        env.set_lstrip_blocks(true);
-        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
-        minijinja_contrib::add_to_environment(&mut env);
-        env.add_function(
-            "raise_exception",
-            |msg: String| -> std::result::Result<String, minijinja::Error> {
-                Err(minijinja::Error::new(
-                    minijinja::ErrorKind::InvalidOperation,
-                    msg,
-                ))
-            },
-        );
-        env.add_template("chat", src)
-            .map_err(|e| anyhow!("{e:#}"))
-            .context("invalid chat template")?;
-        let tmpl = env.get_template("chat").map_err(|e| anyhow!("{e}"))?;
-        tmpl.render(minijinja::context! {
-            messages => messages,
-            add_generation_prompt => true,
-            enable_thinking => enable_thinking,
-            bos_token => self.bos_token.clone().unwrap_or_default(),
-            eos_token => self.eos_token.clone().unwrap_or_default(),
-        })
-        .map_err(|e| anyhow!("{e:#}"))
-        .context("cannot render the chat template")
+        render_template(
+            src,
+            messages,
+            enable_thinking,
+            self.bos_token.as_deref().unwrap_or_default(),
+            self.eos_token.as_deref().unwrap_or_default(),
+        )
     }
 
     /// Token ids of a chat, starting with exactly one BOS.
@@ -181,6 +161,44 @@ impl TextTokenizer {
     pub fn stream(&self) -> TokenStream {
         TokenStream::new(self.clone())
     }
+}
+
+/// Renders a HF chat template with minijinja (HF's trim/lstrip settings, Python string
+/// methods, `raise_exception`), generation prompt on.
+pub fn render_template(
+    src: &str,
+    messages: &[ChatMessage],
+    enable_thinking: bool,
+    bos_token: &str,
+    eos_token: &str,
+) -> Result<String> {
+    let mut env = minijinja::Environment::new();
+    env.set_trim_blocks(true);
+    env.set_lstrip_blocks(true);
+    env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+    minijinja_contrib::add_to_environment(&mut env);
+    env.add_function(
+        "raise_exception",
+        |msg: String| -> std::result::Result<String, minijinja::Error> {
+            Err(minijinja::Error::new(
+                minijinja::ErrorKind::InvalidOperation,
+                msg,
+            ))
+        },
+    );
+    env.add_template("chat", src)
+        .map_err(|e| anyhow!("{e:#}"))
+        .context("invalid chat template")?;
+    let tmpl = env.get_template("chat").map_err(|e| anyhow!("{e}"))?;
+    tmpl.render(minijinja::context! {
+        messages => messages,
+        add_generation_prompt => true,
+        enable_thinking => enable_thinking,
+        bos_token => bos_token,
+        eos_token => eos_token,
+    })
+    .map_err(|e| anyhow!("{e:#}"))
+    .context("cannot render the chat template")
 }
 
 fn read_json(p: &Path) -> Result<serde_json::Value> {

@@ -74,3 +74,27 @@ pub fn rel_err(a: &Tensor, b: &Tensor) -> f32 {
         .unwrap();
     diff / scale.max(1e-12)
 }
+
+/// The trained toy checkpoint committed under tests/fixtures (non-trivial acceptance).
+pub fn fixture_dir() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/toy-nld")
+}
+
+/// Held-out chat prompts of every family, encoded with the fixture's tokenizer.
+pub fn fixture_prompts(n_per_family: usize) -> (Model, Vec<Vec<u32>>) {
+    use specscope::train::corpus::{self, Family};
+    let files = ModelSource::Local(fixture_dir())
+        .resolve()
+        .expect("fixture");
+    let (model, _) =
+        model::load(&files, &Device::Cpu, model::LoadOptions::default()).expect("load fixture");
+    let tok = model::load_tokenizer(&files, model.config()).expect("tokenizer");
+    let none = std::collections::HashSet::new();
+    let mut prompts = Vec::new();
+    for f in Family::ALL {
+        for p in corpus::heldout(77, f, n_per_family, &none) {
+            prompts.push(tok.encode_chat(&p.messages(), false).expect("encode"));
+        }
+    }
+    (model, prompts)
+}

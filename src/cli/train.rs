@@ -1,0 +1,85 @@
+//! `specscope train`: make the bundled model (or a toy one).
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::Args;
+
+use specscope::train::trainer::{self, SpecJson, TrainOptions};
+
+#[derive(Debug, Clone, Args)]
+pub struct TrainArgs {
+    /// Output model directory (the real NLD layout).
+    #[arg(long, default_value = "assets/tiny-nld")]
+    pub out: PathBuf,
+    /// Resume state (optimizer moments); not part of the model.
+    #[arg(long, default_value = "target/train-state")]
+    pub state: PathBuf,
+    /// `small` (the bundled ~4M model) or `toy` (seconds, for tests).
+    #[arg(long, default_value = "small")]
+    pub preset: String,
+    #[arg(long, default_value_t = 1000)]
+    pub steps: usize,
+    #[arg(long, default_value_t = 16)]
+    pub batch: usize,
+    #[arg(long, default_value_t = 256)]
+    pub seq_len: usize,
+    #[arg(long, default_value_t = 3e-3)]
+    pub lr: f64,
+    #[arg(long, default_value_t = 60)]
+    pub warmup: usize,
+    #[arg(long, default_value_t = 1234)]
+    pub seed: u64,
+    /// Exchanges generated for the corpus.
+    #[arg(long, default_value_t = 40_000)]
+    pub exchanges: usize,
+    #[arg(long, default_value_t = 50)]
+    pub checkpoint_every: usize,
+    /// Stop with a checkpoint after this many minutes (run again to resume).
+    #[arg(long)]
+    pub max_minutes: Option<f64>,
+    /// Where to write the held-out prompt files.
+    #[arg(long, default_value = "assets/prompts")]
+    pub prompts: PathBuf,
+    /// Held-out prompts per family.
+    #[arg(long, default_value_t = 60)]
+    pub heldout: usize,
+}
+
+pub fn run(a: TrainArgs) -> Result<()> {
+    let spec = match a.preset.as_str() {
+        "small" => SpecJson::small(),
+        "toy" => SpecJson::toy(),
+        other => anyhow::bail!("--preset {other}: expected small or toy"),
+    };
+    let o = TrainOptions {
+        out: a.out,
+        state: a.state,
+        spec,
+        steps: a.steps,
+        batch: a.batch,
+        seq_len: a.seq_len,
+        lr: a.lr,
+        min_lr: a.lr / 10.0,
+        warmup: a.warmup,
+        weight_decay: 0.01,
+        clip: 1.0,
+        seed: a.seed,
+        exchanges: a.exchanges,
+        checkpoint_every: a.checkpoint_every,
+        max_minutes: a.max_minutes,
+        prompts_dir: Some(a.prompts),
+        heldout_per_family: a.heldout,
+    };
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let state = trainer::train(&o, &command)?;
+    let (ar, dlm) = trainer::recent_losses(&state, 20);
+    eprintln!(
+        "specscope train: step {}/{}, {:.1} min, {} clean tokens, last-20 losses: ar {ar:.3}, dlm {dlm:.3}",
+        state.step,
+        state.steps,
+        state.elapsed_secs / 60.0,
+        state.clean_tokens_seen
+    );
+    Ok(())
+}

@@ -1,0 +1,203 @@
+//! The engine on its own thread: `EngineCommand` in, `DecodeEvent` out. Commands are
+//! handled between rounds, so a cancel answers within one round and every cache stays
+//! consistent.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+
+use super::events::{DecodeEvent, EventSink, Mode, RequestId};
+use super::scheduler::{Scheduler, Submit};
+
+/// Changes to live requests' options (absent fields stay as they are).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OptionsPatch {
+    pub mode: Option<Mode>,
+    pub block: Option<usize>,
+    pub overlap: Option<bool>,
+    pub adaptive: Option<bool>,
+}
+
+/// Everything the engine can be asked to do.
+#[derive(Debug)]
+pub enum EngineCommand {
+    /// Queue a request under an id chosen by the handle.
+    Submit { id: RequestId, submit: Box<Submit> },
+    /// Stop a request between rounds.
+    Cancel(RequestId),
+    /// Stop running rounds until resumed or stepped.
+    Pause,
+    /// Run rounds again.
+    Resume,
+    /// Run exactly one round, then stay paused.
+    Step,
+    /// Change mode or block policy of the live requests.
+    SetOptions(OptionsPatch),
+    /// End the engine thread.
+    Shutdown,
+}
+
+/// Sends events to the channel; computes per-position detail only when asked.
+struct ChannelSink {
+    tx: UnboundedSender<DecodeEvent>,
+    detail: Arc<AtomicBool>,
+}
+
+impl EventSink for ChannelSink {
+    fn detail(&self) -> bool {
+        self.detail.load(Ordering::Relaxed) && !self.tx.is_closed()
+    }
+    fn emit(&mut self, e: DecodeEvent) {
+        let _ = self.tx.send(e);
+    }
+}
+
+/// The caller's side of a running engine.
+pub struct EngineHandle {
+    tx: Sender<EngineCommand>,
+    next_id: AtomicU64,
+    detail: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl EngineHandle {
+    /// Starts the engine thread; events arrive on the returned receiver.
+    pub fn spawn(scheduler: Scheduler) -> (Self, UnboundedReceiver<DecodeEvent>) {
+        let (tx, rx) = mpsc::channel();
+        let (etx, erx) = unbounded_channel();
+        let detail = Arc::new(AtomicBool::new(false));
+        let sink = ChannelSink {
+            tx: etx,
+            detail: detail.clone(),
+        };
+        let thread = std::thread::Builder::new()
+            .name("specscope-engine".into())
+            .spawn(move || run(scheduler, rx, sink))
+            .ok();
+        (
+            Self {
+                tx,
+                next_id: AtomicU64::new(1),
+                detail,
+                thread,
+            },
+            erx,
+        )
+    }
+
+    /// Queues a request and returns its id at once.
+    pub fn submit(&self, submit: Submit) -> RequestId {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.send(EngineCommand::Submit {
+            id,
+            submit: Box::new(submit),
+        });
+        id
+    }
+
+    pub fn send(&self, cmd: EngineCommand) {
+        let _ = self.tx.send(cmd);
+    }
+
+    /// Ask for per-position top-k in draft and verify events (the screen's inspector).
+    pub fn set_detail(&self, on: bool) {
+        self.detail.store(on, Ordering::Relaxed);
+    }
+
+    /// Ends the engine and waits for its thread.
+    pub fn shutdown(mut self) {
+        self.send(EngineCommand::Shutdown);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for EngineHandle {
+    fn drop(&mut self) {
+        let _ = self.tx.send(EngineCommand::Shutdown);
+    }
+}
+
+fn run(mut sched: Scheduler, rx: Receiver<EngineCommand>, mut sink: ChannelSink) {
+    let mut paused = false;
+    let mut step_once = false;
+    loop {
+        let idle = sched.active() == 0 || (paused && !step_once);
+        let cmd = if idle {
+            match rx.recv() {
+                Ok(c) => Some(c),
+                Err(_) => return,
+            }
+        } else {
+            match rx.try_recv() {
+                Ok(c) => Some(c),
+                Err(TryRecvError::Empty) => None,
+                Err(TryRecvError::Disconnected) => return,
+            }
+        };
+        if let Some(cmd) = cmd {
+            match cmd {
+                EngineCommand::Submit { id, submit } => {
+                    if let Err(e) = sched.submit_with_id(id, *submit, &mut sink) {
+                        sink.emit(DecodeEvent::Error {
+                            req: Some(id),
+                            message: format!("{e:#}"),
+                        });
+                    }
+                }
+                EngineCommand::Cancel(id) => {
+                    sched.cancel(id, &mut sink);
+                }
+                EngineCommand::Pause => {
+                    paused = true;
+                    sink.emit(DecodeEvent::EngineState { paused });
+                }
+                EngineCommand::Resume => {
+                    paused = false;
+                    sink.emit(DecodeEvent::EngineState { paused });
+                }
+                EngineCommand::Step => step_once = true,
+                EngineCommand::SetOptions(p) => {
+                    let r = sched.set_options(|o| {
+                        if let Some(m) = p.mode {
+                            o.mode = m;
+                        }
+                        if let Some(b) = p.block {
+                            o.block = b;
+                        }
+                        if let Some(v) = p.overlap {
+                            o.overlap = v;
+                        }
+                        if let Some(v) = p.adaptive {
+                            o.adaptive = v;
+                        }
+                    });
+                    if let Err(e) = r {
+                        sink.emit(DecodeEvent::Error {
+                            req: None,
+                            message: format!("{e:#}"),
+                        });
+                    }
+                }
+                EngineCommand::Shutdown => return,
+            }
+            continue; // drain every pending command before the next round
+        }
+        if sched.active() > 0 && (!paused || step_once) {
+            step_once = false;
+            if let Err(e) = sched.step(&mut sink) {
+                sink.emit(DecodeEvent::Error {
+                    req: None,
+                    message: format!("{e:#}"),
+                });
+                // A failed forward leaves caches unchanged; drop the live requests so the
+                // engine does not spin on the same error.
+                sched.cancel_all(&mut sink);
+            }
+        }
+    }
+}

@@ -1,0 +1,6 @@
+//! Making the bundled model: corpus, tokenizer, joint AR + block-diffusion training.
+
+pub mod bpe;
+pub mod corpus;
+pub mod objective;
+pub mod trainer;

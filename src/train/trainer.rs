@@ -1,0 +1,469 @@
+//! `specscope train`: corpus → tokenizer → joint AR + block-diffusion training of the
+//! same `src/model` code that serves inference, with AdamW, warm-up + cosine decay,
+//! gradient clipping, resumable checkpoints and a progress line.
+
+use std::collections::{BTreeMap, HashSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{anyhow, ensure, Context, Result};
+use candle_core::{DType, Device, Tensor, Var};
+use candle_nn::{VarBuilder, VarMap};
+use serde::{Deserialize, Serialize};
+
+use super::corpus::{self, Family};
+use super::objective::{self, DLM_WEIGHT};
+use crate::model::synthetic::{self, Spec, BOS_ID, EOS_ID, MASK_ID, SPECIAL_TOKENS};
+use crate::model::tokenizer::render_template;
+use crate::model::{ChatMessage, Config, Model};
+use crate::rng::Rng;
+
+/// Everything that decides a training run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TrainOptions {
+    pub out: PathBuf,
+    /// Optimizer moments and the data cursor for resuming (not shipped).
+    pub state: PathBuf,
+    pub spec: SpecJson,
+    pub steps: usize,
+    pub batch: usize,
+    pub seq_len: usize,
+    pub lr: f64,
+    pub min_lr: f64,
+    pub warmup: usize,
+    pub weight_decay: f64,
+    pub clip: f64,
+    pub seed: u64,
+    pub exchanges: usize,
+    pub checkpoint_every: usize,
+    /// Stop (with a checkpoint) after this much wall time; resume later.
+    pub max_minutes: Option<f64>,
+    /// Where to write held-out prompt files (`math.jsonl`, …), if anywhere.
+    pub prompts_dir: Option<PathBuf>,
+    pub heldout_per_family: usize,
+}
+
+/// Model geometry as stored in the training state.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SpecJson {
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub intermediate_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    pub num_key_value_heads: usize,
+    pub head_dim: usize,
+    pub max_position_embeddings: usize,
+}
+
+impl SpecJson {
+    /// The bundled model: about 4M parameters.
+    pub fn small() -> Self {
+        Self {
+            vocab_size: 2048,
+            hidden_size: 256,
+            intermediate_size: 768,
+            num_hidden_layers: 4,
+            num_attention_heads: 4,
+            num_key_value_heads: 2,
+            head_dim: 64,
+            max_position_embeddings: 2048,
+        }
+    }
+
+    /// A toy for tests: trains in seconds.
+    pub fn toy() -> Self {
+        Self {
+            vocab_size: 320,
+            hidden_size: 64,
+            intermediate_size: 128,
+            num_hidden_layers: 2,
+            num_attention_heads: 4,
+            num_key_value_heads: 2,
+            head_dim: 16,
+            max_position_embeddings: 1024,
+        }
+    }
+
+    fn spec(&self) -> Spec {
+        Spec {
+            vocab_size: self.vocab_size,
+            hidden_size: self.hidden_size,
+            intermediate_size: self.intermediate_size,
+            num_hidden_layers: self.num_hidden_layers,
+            num_attention_heads: self.num_attention_heads,
+            num_key_value_heads: self.num_key_value_heads,
+            head_dim: self.head_dim,
+            max_position_embeddings: self.max_position_embeddings,
+            ..Spec::toy()
+        }
+    }
+}
+
+/// Progress and results kept next to the weights (`train_state.json`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct TrainState {
+    pub step: usize,
+    pub steps: usize,
+    pub seed: u64,
+    pub elapsed_secs: f64,
+    pub clean_tokens_seen: usize,
+    /// (step, ar loss, dlm loss) every logged step.
+    pub losses: Vec<(usize, f32, f32)>,
+    pub command: String,
+}
+
+/// The conversation as the model sees it at inference: history rendered by the chat
+/// template with the generation prompt, then the final answer and end of turn.
+pub fn render_exchange(messages: &[ChatMessage]) -> Result<String> {
+    let (last, history) = messages.split_last().context("empty exchange")?;
+    let prefix = render_template(
+        synthetic::CHAT_TEMPLATE,
+        history,
+        false,
+        "<s>",
+        "<|im_end|>",
+    )?;
+    Ok(format!("{prefix}{}<|im_end|>\n", last.content))
+}
+
+/// The learning rate at `step`: linear warm-up, then cosine decay to `min_lr`.
+pub fn lr_at(step: usize, o: &TrainOptions) -> f64 {
+    if step < o.warmup {
+        return o.lr * (step + 1) as f64 / o.warmup as f64;
+    }
+    let progress = (step - o.warmup) as f64 / (o.steps - o.warmup).max(1) as f64;
+    o.min_lr + 0.5 * (o.lr - o.min_lr) * (1.0 + (std::f64::consts::PI * progress.min(1.0)).cos())
+}
+
+/// AdamW with decoupled weight decay on matrices only; moments are saved for resume.
+struct AdamW {
+    vars: Vec<(String, Var, Tensor, Tensor)>,
+    t: usize,
+    beta1: f64,
+    beta2: f64,
+    eps: f64,
+}
+
+impl AdamW {
+    fn new(varmap: &VarMap) -> Result<Self> {
+        let data = varmap
+            .data()
+            .lock()
+            .map_err(|_| anyhow!("var map lock poisoned"))?;
+        let mut vars: Vec<(String, Var, Tensor, Tensor)> = data
+            .iter()
+            .map(|(name, var)| {
+                let z = var.as_tensor().zeros_like()?;
+                Ok((name.clone(), var.clone(), z.clone(), z))
+            })
+            .collect::<Result<_>>()?;
+        vars.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(Self {
+            vars,
+            t: 0,
+            beta1: 0.9,
+            beta2: 0.95,
+            eps: 1e-8,
+        })
+    }
+
+    fn load(&mut self, path: &Path, t: usize) -> Result<()> {
+        let saved = candle_core::safetensors::load(path, &Device::Cpu)?;
+        for (name, _, m, v) in &mut self.vars {
+            *m = saved
+                .get(&format!("m.{name}"))
+                .cloned()
+                .with_context(|| format!("{}: no m.{name}", path.display()))?;
+            *v = saved
+                .get(&format!("v.{name}"))
+                .cloned()
+                .with_context(|| format!("{}: no v.{name}", path.display()))?;
+        }
+        self.t = t;
+        Ok(())
+    }
+
+    fn save(&self, path: &Path) -> Result<()> {
+        let mut map = std::collections::HashMap::new();
+        for (name, _, m, v) in &self.vars {
+            map.insert(format!("m.{name}"), m.clone());
+            map.insert(format!("v.{name}"), v.clone());
+        }
+        candle_core::safetensors::save(&map, path)
+            .with_context(|| format!("cannot write {}", path.display()))
+    }
+
+    /// Clips the global gradient norm to `clip`, then updates; returns the norm.
+    fn step(
+        &mut self,
+        grads: &candle_core::backprop::GradStore,
+        lr: f64,
+        wd: f64,
+        clip: f64,
+    ) -> Result<f64> {
+        let mut sq = 0f64;
+        for (_, var, _, _) in &self.vars {
+            if let Some(g) = grads.get(var.as_tensor()) {
+                sq += g.sqr()?.sum_all()?.to_scalar::<f32>()? as f64;
+            }
+        }
+        let norm = sq.sqrt();
+        let scale = if norm > clip { clip / norm } else { 1.0 };
+        self.t += 1;
+        let (b1, b2) = (self.beta1, self.beta2);
+        let c1 = 1.0 - b1.powi(self.t as i32);
+        let c2 = 1.0 - b2.powi(self.t as i32);
+        for (_, var, m, v) in &mut self.vars {
+            let Some(g) = grads.get(var.as_tensor()) else {
+                continue;
+            };
+            let g = (g * scale)?;
+            *m = ((&*m * b1)? + (&g * (1.0 - b1))?)?;
+            *v = ((&*v * b2)? + (g.sqr()? * (1.0 - b2))?)?;
+            let update = ((&*m / c1)? / ((&*v / c2)?.sqrt()? + self.eps)?)?;
+            let theta = var.as_tensor();
+            let decay = if theta.rank() >= 2 { wd } else { 0.0 };
+            let next = ((theta * (1.0 - lr * decay))? - (update * lr)?)?;
+            var.set(&next)?;
+        }
+        Ok(norm)
+    }
+}
+
+fn write_model_files(dir: &Path, spec: &Spec, varmap: &VarMap) -> Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let cfg = spec.config_json();
+    std::fs::write(dir.join("config.json"), serde_json::to_string_pretty(&cfg)?)?;
+    varmap
+        .save(dir.join("model.safetensors"))
+        .with_context(|| format!("cannot write {}", dir.join("model.safetensors").display()))?;
+    std::fs::write(dir.join("chat_template.jinja"), synthetic::CHAT_TEMPLATE)?;
+    let tcfg = serde_json::json!({"bos_token": "<s>", "eos_token": "<|im_end|>", "pad_token": "<pad>",
+        "model_max_length": spec.max_position_embeddings});
+    std::fs::write(
+        dir.join("tokenizer_config.json"),
+        serde_json::to_string_pretty(&tcfg)?,
+    )?;
+    let gen = serde_json::json!({"bos_token_id": BOS_ID, "eos_token_id": [EOS_ID]});
+    std::fs::write(
+        dir.join("generation_config.json"),
+        serde_json::to_string_pretty(&gen)?,
+    )?;
+    Ok(())
+}
+
+/// Writes the held-out prompt files, none of which occur in the training exchanges.
+fn write_heldout(dir: &Path, o: &TrainOptions) -> Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let train: HashSet<String> = corpus::generate(o.seed, o.exchanges)
+        .iter()
+        .map(corpus::prompt_key)
+        .collect();
+    for f in Family::ALL {
+        let path = dir.join(format!("{}.jsonl", f.name()));
+        let mut out = String::new();
+        for p in corpus::heldout(o.seed + 1_000_003, f, o.heldout_per_family, &train) {
+            out.push_str(&serde_json::to_string(&p)?);
+            out.push('\n');
+        }
+        std::fs::write(&path, out).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Runs (or resumes) training; returns the state at the end.
+pub fn train(o: &TrainOptions, command: &str) -> Result<TrainState> {
+    ensure!(o.steps > o.warmup, "steps must exceed warm-up steps");
+    ensure!(
+        o.seq_len % 32 == 0,
+        "seq_len must be a multiple of 32 (the largest block)"
+    );
+    let spec = o.spec.spec();
+    std::fs::create_dir_all(&o.out)
+        .with_context(|| format!("cannot create {}", o.out.display()))?;
+    std::fs::create_dir_all(&o.state)
+        .with_context(|| format!("cannot create {}", o.state.display()))?;
+    if let Some(dir) = &o.prompts_dir {
+        write_heldout(dir, o)?;
+    }
+
+    // Corpus and tokenizer.
+    let started = Instant::now();
+    let texts: Vec<String> = corpus::generate(o.seed, o.exchanges)
+        .iter()
+        .map(|e| render_exchange(&e.messages))
+        .collect::<Result<_>>()?;
+    let tok_path = o.out.join("tokenizer.json");
+    let tokenizer = if tok_path.is_file() {
+        tokenizers::Tokenizer::from_file(&tok_path)
+            .map_err(|e| anyhow!("cannot read {}: {e}", tok_path.display()))?
+    } else {
+        let sample: Vec<String> = texts.iter().take(6000).cloned().collect();
+        super::bpe::train_tokenizer(&sample, o.spec.vocab_size, &tok_path)?
+    };
+    ensure!(
+        tokenizer.get_vocab_size(true) <= o.spec.vocab_size,
+        "tokenizer has {} tokens, more than vocab_size {}",
+        tokenizer.get_vocab_size(true),
+        o.spec.vocab_size
+    );
+    let mut stream: Vec<u32> = Vec::new();
+    for t in &texts {
+        let enc = tokenizer
+            .encode(t.as_str(), false)
+            .map_err(|e| anyhow!("tokenize corpus: {e}"))?;
+        stream.extend_from_slice(enc.get_ids());
+    }
+    let seqs: Vec<&[u32]> = stream.chunks_exact(o.seq_len).collect();
+    ensure!(
+        seqs.len() >= o.batch,
+        "corpus too small: {} sequences",
+        seqs.len()
+    );
+    eprintln!(
+        "specscope train: {} exchanges, {} tokens ({:.0} per exchange), {} sequences of {}; corpus + tokenizer in {:.1}s",
+        texts.len(),
+        stream.len(),
+        stream.len() as f64 / texts.len() as f64,
+        seqs.len(),
+        o.seq_len,
+        started.elapsed().as_secs_f64()
+    );
+
+    // Model and optimizer (fresh or resumed).
+    let device = Device::Cpu;
+    let mut varmap = VarMap::new();
+    let cfg: Config = serde_json::from_value(spec.config_json())?;
+    let model = Model::new(&cfg, VarBuilder::from_varmap(&varmap, DType::F32, &device))?;
+    let state_path = o.out.join("train_state.json");
+    let mut state: TrainState = if state_path.is_file() {
+        serde_json::from_str(&std::fs::read_to_string(&state_path)?)
+            .with_context(|| format!("invalid {}", state_path.display()))?
+    } else {
+        TrainState {
+            steps: o.steps,
+            seed: o.seed,
+            ..TrainState::default()
+        }
+    };
+    if state.step > 0 {
+        varmap
+            .load(o.out.join("model.safetensors"))
+            .context("resuming weights")?;
+    } else {
+        // Scale the head so the initial loss starts near ln(vocab), not above it.
+        let data = varmap
+            .data()
+            .lock()
+            .map_err(|_| anyhow!("var map lock poisoned"))?;
+        let mut rng = Rng::new(o.seed);
+        for (name, var) in data.iter() {
+            let dims = var.as_tensor().dims().to_vec();
+            let std = match name.as_str() {
+                "diffusion_head.weight" => 0.02 / (o.spec.hidden_size as f64).sqrt(),
+                "encoder.embed_tokens.weight" => 0.5,
+                n if n.ends_with("norm.weight") => continue,
+                _ => 1.0 / (dims[1] as f64).sqrt(),
+            };
+            let n: usize = dims.iter().product();
+            let v: Vec<f32> = (0..n).map(|_| (rng.normal() * std) as f32).collect();
+            var.set(&Tensor::from_vec(v, dims.as_slice(), &device)?)?;
+        }
+    }
+    let mut opt = AdamW::new(&varmap)?;
+    let opt_path = o.state.join("optimizer.safetensors");
+    if state.step > 0 {
+        match opt.load(&opt_path, state.step) {
+            Ok(()) => {}
+            Err(e) => {
+                eprintln!("specscope train: warning: {e:#}; resuming with fresh optimizer moments")
+            }
+        }
+    }
+    state.command = command.to_string();
+
+    let mut order: Vec<usize> = (0..seqs.len()).collect();
+    let run_start = Instant::now();
+    let elapsed_before = state.elapsed_secs;
+    let blocks = [8usize, 16, 32];
+    let mut last_log = Instant::now();
+    while state.step < o.steps {
+        let step = state.step;
+        let epoch = step * o.batch / seqs.len();
+        let mut shuffle_rng = Rng::new(o.seed ^ (epoch as u64 + 1) * 0x9E37);
+        for i in (1..order.len()).rev() {
+            let j = (shuffle_rng.next_u64() % (i as u64 + 1)) as usize;
+            order.swap(i, j);
+        }
+        let start = (step * o.batch) % seqs.len();
+        let batch_seqs: Vec<&[u32]> = (0..o.batch)
+            .map(|k| seqs[order[(start + k) % seqs.len()]])
+            .collect();
+        let mut rng = Rng::new(o.seed ^ (step as u64).wrapping_mul(0x2545_F491_4F6C_DD1D));
+        let block = blocks[step % blocks.len()];
+        let batch = objective::make_batch(&batch_seqs, block, MASK_ID, &mut rng, &device)?;
+        let (loss, ar, dlm) = objective::losses(&model, &batch)?;
+        let grads = loss.backward()?;
+        let lr = lr_at(step, o);
+        let norm = opt.step(&grads, lr, o.weight_decay, o.clip)?;
+        state.step += 1;
+        state.clean_tokens_seen += o.batch * o.seq_len;
+        state.losses.push((state.step, ar, dlm));
+        let run_secs = run_start.elapsed().as_secs_f64();
+        state.elapsed_secs = elapsed_before + run_secs;
+        if last_log.elapsed().as_secs_f64() > 2.0 || state.step == o.steps {
+            let rate =
+                (o.batch * o.seq_len) as f64 * (state.step as f64) / state.elapsed_secs.max(1e-9);
+            let eta = (o.steps - state.step) as f64 * state.elapsed_secs / state.step as f64;
+            eprint!(
+                "\r[{:>5}/{}] ar {:.3} dlm {:.3} (x{DLM_WEIGHT}) |g| {:.2} lr {:.2e} B={block} {:.0} tok/s ETA {:.0}m   ",
+                state.step,
+                o.steps,
+                ar,
+                dlm,
+                norm,
+                lr,
+                rate,
+                eta / 60.0
+            );
+            let _ = std::io::stderr().flush();
+            last_log = Instant::now();
+        }
+        let out_of_time = o.max_minutes.is_some_and(|m| run_secs > m * 60.0);
+        if state.step % o.checkpoint_every == 0 || state.step == o.steps || out_of_time {
+            write_model_files(&o.out, &spec, &varmap)?;
+            opt.save(&opt_path)?;
+            std::fs::write(&state_path, serde_json::to_string(&state)?)?;
+        }
+        if out_of_time {
+            eprintln!(
+                "\nspecscope train: time budget reached at step {}; run the same command to resume",
+                state.step
+            );
+            break;
+        }
+    }
+    eprintln!();
+    Ok(state)
+}
+
+/// Mean of the last `n` logged (ar, dlm) losses.
+pub fn recent_losses(state: &TrainState, n: usize) -> (f32, f32) {
+    let tail = &state.losses[state.losses.len().saturating_sub(n)..];
+    let k = tail.len().max(1) as f32;
+    (
+        tail.iter().map(|l| l.1).sum::<f32>() / k,
+        tail.iter().map(|l| l.2).sum::<f32>() / k,
+    )
+}
+
+/// Special-token ids, for the model card.
+pub fn special_ids() -> BTreeMap<&'static str, usize> {
+    SPECIAL_TOKENS
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (*t, i))
+        .collect()
+}

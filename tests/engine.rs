@@ -1,0 +1,282 @@
+//! Engine behaviour beyond losslessness: counting, TPF, bucketing, the engine thread
+//! (cancel, resubmit) and bad input.
+
+mod common;
+
+use std::time::Duration;
+
+use common::fixture_prompts;
+use specscope::engine::{
+    DecodeEvent, DecodeOptions, EngineCommand, EngineHandle, Mode, NullSink, Scheduler, StopReason,
+    Submit, VecSink,
+};
+
+fn opts(mode: Mode, block: usize) -> DecodeOptions {
+    DecodeOptions {
+        mode,
+        block,
+        adaptive: false,
+        cost_aware: false,
+        max_new_tokens: 48,
+        ..DecodeOptions::default()
+    }
+}
+
+fn run_all(
+    sched: &mut Scheduler,
+    prompts: &[Vec<u32>],
+    o: &DecodeOptions,
+) -> Vec<specscope::engine::Finished> {
+    for p in prompts {
+        sched
+            .submit(
+                Submit {
+                    prompt: p.clone(),
+                    options: o.clone(),
+                    family: None,
+                },
+                &mut NullSink,
+            )
+            .unwrap();
+    }
+    sched.run_to_completion(&mut NullSink).unwrap();
+    let mut f = sched.take_finished();
+    f.sort_by_key(|f| f.id);
+    f
+}
+
+/// Every round of a block mode drafts or reuses a branch; a hit saves exactly one draft
+/// forward; TPF is decode tokens over decode forwards.
+#[test]
+fn reuse_saves_draft_forwards_and_tpf_is_as_defined() {
+    let (model, prompts) = fixture_prompts(4);
+    let mut sched = Scheduler::new(model.clone(), None);
+    let with = run_all(&mut sched, &prompts, &opts(Mode::Recguide, 8));
+    let mut sched = Scheduler::new(model.clone(), None);
+    let without = run_all(&mut sched, &prompts, &opts(Mode::Linear, 8));
+    let mut saved = 0;
+    for (w, l) in with.iter().zip(&without) {
+        assert_eq!(w.tokens, l.tokens);
+        let s = &w.stats;
+        assert_eq!(
+            s.draft_forwards + s.saved_drafts,
+            s.rounds,
+            "each round drafts or reuses"
+        );
+        let hits: usize = s.branches.values().map(|b| b.hits).sum();
+        assert!(s.saved_drafts <= hits, "a saved draft needs a hit");
+        assert_eq!(s.verify_forwards + s.fused_forwards, s.rounds);
+        assert_eq!(
+            s.decode_tokens,
+            s.new_tokens - 1,
+            "the prefill token is not a decode token"
+        );
+        let tpf = s.decode_tokens as f64
+            / (s.draft_forwards + s.verify_forwards + s.fused_forwards) as f64;
+        assert!((s.tpf() - tpf).abs() < 1e-12);
+        // LinearSS: exactly two forwards per round.
+        assert_eq!(l.stats.decode_forwards(), 2 * l.stats.rounds);
+        saved += s.saved_drafts;
+    }
+    assert!(saved > 0, "some branch was reused");
+    let fwd = |f: &[specscope::engine::Finished]| {
+        f.iter().map(|x| x.stats.decode_forwards()).sum::<usize>()
+    };
+    assert!(fwd(&with) < fwd(&without), "reuse saves forwards overall");
+
+    // AR: TPF is exactly 1.
+    let mut sched = Scheduler::new(model.clone(), None);
+    for f in run_all(&mut sched, &prompts[..3], &opts(Mode::Ar, 1)) {
+        assert_eq!(f.stats.tpf(), 1.0);
+        assert_eq!(f.stats.verify_forwards, f.stats.decode_tokens);
+    }
+}
+
+/// Concurrent requests share physical forwards (one per bucket and phase).
+#[test]
+fn buckets_batch_requests_into_shared_forwards() {
+    let (model, prompts) = fixture_prompts(2);
+    let mut sched = Scheduler::new(model, None);
+    let finished = run_all(&mut sched, &prompts, &opts(Mode::Linear, 16));
+    let per_request: usize = finished.iter().map(|f| f.stats.decode_forwards()).sum();
+    let c = sched.counts();
+    let physical = c.draft + c.verify + c.fused;
+    assert!(
+        physical * 2 < per_request,
+        "physical {physical} vs per-request {per_request}"
+    );
+    assert_eq!(c.prefill, 1, "all six prompts prefilled in one forward");
+}
+
+fn wait_for(
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<DecodeEvent>,
+    pred: impl Fn(&DecodeEvent) -> bool,
+) -> DecodeEvent {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        match rx.try_recv() {
+            Ok(e) if pred(&e) => return e,
+            Ok(_) => {}
+            Err(tokio::sync::mpsc::error::TryRecvError::Empty) => {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "timed out waiting for an event"
+                );
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Err(e) => panic!("engine channel closed: {e}"),
+        }
+    }
+}
+
+/// Cancel mid-request, then submit again: the same output as a fresh run.
+#[test]
+fn cancel_then_resubmit_matches_a_fresh_run() {
+    let (model, prompts) = fixture_prompts(1);
+    let o = DecodeOptions {
+        max_new_tokens: 64,
+        cost_aware: false,
+        ..DecodeOptions::default()
+    };
+    let mut fresh = Scheduler::new(model.clone(), None);
+    let want = run_all(&mut fresh, &prompts[..1], &o).remove(0).tokens;
+
+    let (engine, mut rx) = EngineHandle::spawn(Scheduler::new(model, None));
+    engine.send(EngineCommand::Pause);
+    let id = engine.submit(Submit {
+        prompt: prompts[0].clone(),
+        options: o.clone(),
+        family: None,
+    });
+    for _ in 0..3 {
+        engine.send(EngineCommand::Step);
+        wait_for(&mut rx, |e| matches!(e, DecodeEvent::Committed { .. }));
+    }
+    engine.send(EngineCommand::Cancel(id));
+    let e = wait_for(&mut rx, |e| {
+        matches!(e, DecodeEvent::RequestFinished { .. })
+    });
+    assert!(matches!(
+        e,
+        DecodeEvent::RequestFinished {
+            stop: StopReason::Cancelled,
+            ..
+        }
+    ));
+    engine.send(EngineCommand::Resume);
+    let id2 = engine.submit(Submit {
+        prompt: prompts[0].clone(),
+        options: o,
+        family: None,
+    });
+    let mut tokens = Vec::new();
+    loop {
+        match wait_for(&mut rx, |e| {
+            matches!(
+                e,
+                DecodeEvent::Committed { .. } | DecodeEvent::RequestFinished { .. }
+            )
+        }) {
+            DecodeEvent::Committed { req, tokens: t, .. } if req == id2 => tokens.extend(t),
+            DecodeEvent::RequestFinished { req, .. } if req == id2 => break,
+            _ => {}
+        }
+    }
+    assert_eq!(tokens, want);
+    engine.shutdown();
+}
+
+#[test]
+fn events_follow_each_round_in_order() {
+    let (model, prompts) = fixture_prompts(1);
+    let mut sched = Scheduler::new(model, None);
+    let mut sink = VecSink {
+        detail: true,
+        ..VecSink::default()
+    };
+    let o = DecodeOptions {
+        max_new_tokens: 24,
+        cost_aware: false,
+        adaptive: false,
+        block: 8,
+        ..DecodeOptions::default()
+    };
+    sched
+        .submit(
+            Submit {
+                prompt: prompts[0].clone(),
+                options: o,
+                family: Some("math".into()),
+            },
+            &mut sink,
+        )
+        .unwrap();
+    sched.run_to_completion(&mut sink).unwrap();
+    let kinds: Vec<String> = sink
+        .events
+        .iter()
+        .filter(|e| !matches!(e, DecodeEvent::Forward { .. }))
+        .map(|e| {
+            serde_json::to_value(e).unwrap()["kind"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(&kinds[..3], &["request_started", "prefilled", "committed"]);
+    assert_eq!(kinds.last().unwrap(), "request_finished");
+    let i = kinds.iter().position(|k| k == "drafted").unwrap();
+    assert_eq!(kinds[i - 1], "block_chosen");
+    let v = kinds[i..].iter().position(|k| k == "verified").unwrap() + i;
+    assert!(kinds[v..].iter().position(|k| k == "committed").is_some());
+    // Detail on: drafts carry per-position top-k; every event round-trips through JSON.
+    for e in &sink.events {
+        if let DecodeEvent::Drafted { detail, block, .. } = e {
+            assert_eq!(detail.len(), block.len() - 1);
+        }
+        let back: DecodeEvent = serde_json::from_str(&serde_json::to_string(e).unwrap()).unwrap();
+        assert_eq!(&back, e);
+    }
+}
+
+#[test]
+fn bad_options_and_prompts_are_named() {
+    let (model, prompts) = fixture_prompts(1);
+    let mut sched = Scheduler::new(model.clone(), None);
+    let mut o = opts(Mode::Linear, 0);
+    let err = sched
+        .submit(
+            Submit {
+                prompt: prompts[0].clone(),
+                options: o.clone(),
+                family: None,
+            },
+            &mut NullSink,
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("block size"), "{err}");
+    o.block = 8;
+    let long = vec![20u32; model.config().max_position_embeddings + 1];
+    let err = sched
+        .submit(
+            Submit {
+                prompt: long,
+                options: o.clone(),
+                family: None,
+            },
+            &mut NullSink,
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("context"), "{err}");
+    let err = sched
+        .submit(
+            Submit {
+                prompt: vec![],
+                options: o,
+                family: None,
+            },
+            &mut NullSink,
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("empty"), "{err}");
+}
