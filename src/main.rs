@@ -25,6 +25,8 @@ enum Command {
     Inspect(cli::inspect::InspectArgs),
     /// Measure forward latency for rows x tokens x cache lengths.
     Profile(cli::profile::ProfileArgs),
+    /// Compare modes, block sizes and concurrency levels on a prompt set.
+    Bench(cli::bench::BenchArgs),
     /// Train the bundled model: corpus, tokenizer, joint AR + diffusion objective.
     Train(cli::train::TrainArgs),
 }
@@ -36,6 +38,7 @@ fn main() -> ExitCode {
         Command::Inspect(a) => cli::inspect::run(a),
         Command::Profile(a) => cli::profile::run(a),
         Command::Train(a) => cli::train::run(a),
+        Command::Bench(a) => cli::bench::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,5 +1,6 @@
 //! Subcommands of the `specscope` binary.
 
+pub mod bench;
 pub mod inspect;
 pub mod profile;
 pub mod run;

@@ -383,6 +383,7 @@ pub fn train(o: &TrainOptions, command: &str) -> Result<TrainState> {
         }
     }
     state.command = command.to_string();
+    state.steps = o.steps;
 
     let mut order: Vec<usize> = (0..seqs.len()).collect();
     let run_start = Instant::now();

@@ -1,0 +1,5 @@
+//! Benchmarks: every configuration run side by side in one process, so ratios compare
+//! like with like on a noisy machine.
+
+pub mod prompts;
+pub mod sweep;

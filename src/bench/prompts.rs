@@ -1,0 +1,87 @@
+//! Prompt files: JSONL, one request per line, with a family tag.
+
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+
+use serde::Deserialize;
+
+use crate::model::{ChatMessage, TextTokenizer};
+
+/// One line of a prompt file.
+#[derive(Debug, Clone, Deserialize)]
+pub struct PromptRecord {
+    pub prompt: String,
+    #[serde(default = "other")]
+    pub family: String,
+    /// Earlier turns of a multi-turn prompt.
+    #[serde(default)]
+    pub history: Vec<ChatMessage>,
+}
+
+fn other() -> String {
+    "other".to_string()
+}
+
+impl PromptRecord {
+    pub fn messages(&self) -> Vec<ChatMessage> {
+        let mut m = self.history.clone();
+        m.push(ChatMessage::new("user", &self.prompt));
+        m
+    }
+}
+
+/// One benchmark request, encoded.
+#[derive(Debug, Clone)]
+pub struct BenchPrompt {
+    pub family: String,
+    pub tokens: Vec<u32>,
+}
+
+/// Reads a JSONL prompt file (`{"prompt": ..., "family": ..., "history": [...]}` per line;
+/// blank lines skipped). Errors name the file and line.
+pub fn read_prompt_file(path: &Path) -> Result<Vec<PromptRecord>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read prompt file {}", path.display()))?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let rec: PromptRecord = serde_json::from_str(line).with_context(|| {
+            format!(
+                "{}:{}: not a prompt record (expected {{\"prompt\": ..., \"family\": ...}})",
+                path.display(),
+                i + 1
+            )
+        })?;
+        if rec.prompt.trim().is_empty() {
+            bail!("{}:{}: empty prompt", path.display(), i + 1);
+        }
+        out.push(rec);
+    }
+    Ok(out)
+}
+
+/// Encodes records with the chat template, keeping at most `limit` per family.
+pub fn encode(
+    records: &[PromptRecord],
+    tok: &TextTokenizer,
+    limit: Option<usize>,
+) -> Result<Vec<BenchPrompt>> {
+    let mut per_family = std::collections::BTreeMap::<String, usize>::new();
+    let mut out = Vec::new();
+    for r in records {
+        let family = r.family.clone();
+        let n = per_family.entry(family.clone()).or_default();
+        if limit.is_some_and(|l| *n >= l) {
+            continue;
+        }
+        *n += 1;
+        out.push(BenchPrompt {
+            family,
+            tokens: tok.encode_chat(&r.messages(), false)?,
+        });
+    }
+    Ok(out)
+}

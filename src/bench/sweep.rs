@@ -1,0 +1,272 @@
+//! Modes × block sizes × concurrency levels over one prompt set, in one process.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use anyhow::{bail, Result};
+use serde::Serialize;
+
+use super::prompts::BenchPrompt;
+use crate::engine::adaptive::SurvivalTables;
+use crate::engine::cost::CostModel;
+use crate::engine::events::BranchCount;
+use crate::engine::{DecodeOptions, Mode, NullSink, Scheduler, Submit};
+use crate::model::Model;
+
+/// A named decoding configuration.
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchConfig {
+    pub name: String,
+    pub options: DecodeOptions,
+}
+
+/// Expands mode names into configurations. Modes: `ar`, `linear` (one per block size),
+/// `recguide` (adaptive + overlap, cost-aware), `recguide-nocost` (adaptive + overlap,
+/// every branch row), `recguide-fixed` (overlap at each fixed block size, every branch
+/// row), `recguide-adaptive` (adaptive block size only).
+pub fn configs(
+    modes: &[String],
+    blocks: &[usize],
+    max_new_tokens: usize,
+) -> Result<Vec<BenchConfig>> {
+    let base = DecodeOptions {
+        max_new_tokens,
+        ..DecodeOptions::default()
+    };
+    let mut out = Vec::new();
+    for m in modes {
+        match m.as_str() {
+            "ar" => out.push(BenchConfig {
+                name: "ar".into(),
+                options: DecodeOptions { mode: Mode::Ar, block: 1, ..base.clone() },
+            }),
+            "linear" => {
+                for &b in blocks {
+                    if b == 0 {
+                        bail!("block size must be at least 1 (got 0)");
+                    }
+                    out.push(BenchConfig {
+                        name: format!("linear B={b}"),
+                        options: DecodeOptions { mode: Mode::Linear, block: b, ..base.clone() },
+                    });
+                }
+            }
+            "recguide" => out.push(BenchConfig { name: "recguide".into(), options: base.clone() }),
+            "recguide-nocost" => out.push(BenchConfig {
+                name: "recguide no-cost".into(),
+                options: DecodeOptions { cost_aware: false, ..base.clone() },
+            }),
+            "recguide-adaptive" => out.push(BenchConfig {
+                name: "recguide adaptive-only".into(),
+                options: DecodeOptions { overlap: false, ..base.clone() },
+            }),
+            "recguide-fixed" => {
+                for &b in blocks {
+                    out.push(BenchConfig {
+                        name: format!("recguide overlap B={b}"),
+                        options: DecodeOptions { adaptive: false, cost_aware: false, block: b, ..base.clone() },
+                    });
+                }
+            }
+            other => bail!(
+                "unknown mode '{other}' (expected ar, linear, recguide, recguide-nocost, recguide-fixed, recguide-adaptive)"
+            ),
+        }
+    }
+    Ok(out)
+}
+
+/// Results of one configuration at one concurrency.
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchResult {
+    pub config: String,
+    pub concurrency: usize,
+    pub requests: usize,
+    pub new_tokens: usize,
+    pub decode_tokens: usize,
+    /// Σ over requests of the decode forwards each took part in.
+    pub decode_forwards: usize,
+    /// Physical forwards (a bucket's fused forward counts once).
+    pub physical_forwards: usize,
+    pub wall_secs: f64,
+    pub tpf: f64,
+    pub mean_accept: f64,
+    /// All new tokens / wall time.
+    pub tokens_per_sec: f64,
+    /// Mean over requests of new tokens / that request's time.
+    pub tokens_per_sec_per_request: f64,
+    pub accept_hist_by_family: BTreeMap<String, Vec<usize>>,
+    pub branches: BTreeMap<String, BranchCount>,
+    pub saved_drafts: usize,
+    pub blocks: BTreeMap<String, usize>,
+    /// Same tokens as AR for every prompt (when AR ran in the sweep).
+    pub identical_to_ar: Option<bool>,
+}
+
+/// Runs every prompt with `concurrency` requests in flight; returns results and outputs.
+pub fn run_config(
+    model: &Model,
+    prompts: &[BenchPrompt],
+    cfg: &BenchConfig,
+    concurrency: usize,
+    tables: &SurvivalTables,
+    cost: &CostModel,
+) -> Result<(BenchResult, Vec<Vec<u32>>)> {
+    let mut sched = Scheduler::new(model.clone(), None)
+        .with_tables(tables.clone())
+        .with_cost(cost.clone());
+    let mut outputs = vec![Vec::new(); prompts.len()];
+    let mut ids: Vec<u64> = Vec::new();
+    let mut r = BenchResult {
+        config: cfg.name.clone(),
+        concurrency,
+        requests: prompts.len(),
+        new_tokens: 0,
+        decode_tokens: 0,
+        decode_forwards: 0,
+        physical_forwards: 0,
+        wall_secs: 0.0,
+        tpf: 0.0,
+        mean_accept: 0.0,
+        tokens_per_sec: 0.0,
+        tokens_per_sec_per_request: 0.0,
+        accept_hist_by_family: BTreeMap::new(),
+        branches: BTreeMap::new(),
+        saved_drafts: 0,
+        blocks: BTreeMap::new(),
+        identical_to_ar: None,
+    };
+    let (mut rounds, mut advanced, mut per_req_tps) = (0usize, 0usize, 0f64);
+    let start = Instant::now();
+    let mut next = 0;
+    while next < prompts.len() || sched.active() > 0 {
+        while sched.active() < concurrency.max(1) && next < prompts.len() {
+            let p = &prompts[next];
+            let s = Submit {
+                prompt: p.tokens.clone(),
+                options: cfg.options.clone(),
+                family: Some(p.family.clone()),
+            };
+            ids.push(sched.submit(s, &mut NullSink)?);
+            next += 1;
+        }
+        sched.step(&mut NullSink)?;
+        for f in sched.take_finished() {
+            let k = ids.iter().position(|&id| id == f.id).unwrap_or(0);
+            let st = &f.stats;
+            r.new_tokens += st.new_tokens;
+            r.decode_tokens += st.decode_tokens;
+            r.decode_forwards += st.decode_forwards();
+            r.saved_drafts += st.saved_drafts;
+            rounds += st.rounds;
+            advanced += st
+                .accept_hist
+                .iter()
+                .enumerate()
+                .map(|(a, n)| a * n)
+                .sum::<usize>();
+            per_req_tps += st.tokens_per_sec();
+            let hist = r
+                .accept_hist_by_family
+                .entry(prompts[k].family.clone())
+                .or_default();
+            if hist.len() < st.accept_hist.len() {
+                hist.resize(st.accept_hist.len(), 0);
+            }
+            for (a, n) in st.accept_hist.iter().enumerate() {
+                hist[a] += n;
+            }
+            for (kind, c) in &st.branches {
+                let e = r.branches.entry(kind.clone()).or_default();
+                e.built += c.built;
+                e.hits += c.hits;
+            }
+            for (b, n) in &st.blocks {
+                *r.blocks.entry(b.clone()).or_default() += n;
+            }
+            outputs[k] = f.tokens;
+        }
+    }
+    r.wall_secs = start.elapsed().as_secs_f64();
+    let c = sched.counts();
+    r.physical_forwards = c.draft + c.verify + c.fused;
+    r.tpf = ratio(r.decode_tokens as f64, r.decode_forwards as f64);
+    r.mean_accept = ratio(advanced as f64, rounds as f64);
+    r.tokens_per_sec = ratio(r.new_tokens as f64, r.wall_secs);
+    r.tokens_per_sec_per_request = ratio(per_req_tps, prompts.len() as f64);
+    Ok((r, outputs))
+}
+
+fn ratio(a: f64, b: f64) -> f64 {
+    if b > 0.0 {
+        a / b
+    } else {
+        0.0
+    }
+}
+
+/// The summary table: per concurrency, speed-ups versus AR and versus the best fixed
+/// LinearSS (by tokens/s) at that concurrency.
+pub fn table(results: &[BenchResult]) -> String {
+    let mut s = String::new();
+    s.push_str(&format!(
+        "{:<24} {:>3} {:>6} {:>6} {:>9} {:>9} {:>7} {:>9} {:>9} {:>6} {:>6}\n",
+        "config",
+        "C",
+        "TPF",
+        "acc",
+        "tok/s",
+        "tok/s/req",
+        "xAR",
+        "xLinBest",
+        "TPFxL32",
+        "hits",
+        "=AR"
+    ));
+    let mut cs: Vec<usize> = results.iter().map(|r| r.concurrency).collect();
+    cs.sort_unstable();
+    cs.dedup();
+    for c in cs {
+        let at: Vec<&BenchResult> = results.iter().filter(|r| r.concurrency == c).collect();
+        let ar = at
+            .iter()
+            .find(|r| r.config == "ar")
+            .map(|r| r.tokens_per_sec);
+        let best_lin = at
+            .iter()
+            .filter(|r| r.config.starts_with("linear"))
+            .map(|r| r.tokens_per_sec)
+            .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))));
+        let l32 = at.iter().find(|r| r.config == "linear B=32").map(|r| r.tpf);
+        for r in at {
+            let hits: (usize, usize) = r
+                .branches
+                .values()
+                .fold((0, 0), |(b, h), c| (b + c.built, h + c.hits));
+            let fmt = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.2}"));
+            s.push_str(&format!(
+                "{:<24} {:>3} {:>6.2} {:>6.2} {:>9.1} {:>9.1} {:>7} {:>9} {:>9} {:>6} {:>6}\n",
+                r.config,
+                c,
+                r.tpf,
+                r.mean_accept,
+                r.tokens_per_sec,
+                r.tokens_per_sec_per_request,
+                fmt(ar.map(|a| r.tokens_per_sec / a)),
+                fmt(best_lin.map(|b| r.tokens_per_sec / b)),
+                fmt(l32.map(|t| r.tpf / t)),
+                if hits.0 > 0 {
+                    format!("{:.0}%", 100.0 * hits.1 as f64 / hits.0 as f64)
+                } else {
+                    "-".into()
+                },
+                match r.identical_to_ar {
+                    Some(true) => "yes",
+                    Some(false) => "NO",
+                    None => "-",
+                }
+            ));
+        }
+    }
+    s
+}

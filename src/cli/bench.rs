@@ -1,0 +1,124 @@
+//! `specscope bench`: modes × block sizes × concurrency, side by side in one process.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{ensure, Context, Result};
+use clap::Args;
+
+use specscope::bench::prompts::{encode, read_prompt_file};
+use specscope::bench::sweep::{configs, run_config, table};
+use specscope::engine::adaptive::SurvivalTables;
+use specscope::engine::cost::CostModel;
+
+use super::ModelArgs;
+
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// JSONL prompt files (`{"prompt", "family", "history"}` per line); default: the
+    /// bundled held-out sets in assets/prompts/.
+    #[arg(long, value_delimiter = ',')]
+    pub prompts: Vec<PathBuf>,
+    /// Prompts per family (default: all).
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// Modes: ar, linear, recguide, recguide-nocost, recguide-fixed, recguide-adaptive.
+    #[arg(long, value_delimiter = ',', default_value = "ar,linear,recguide")]
+    pub modes: Vec<String>,
+    /// Block sizes for linear and recguide-fixed.
+    #[arg(long, value_delimiter = ',', default_value = "8,16,32")]
+    pub blocks: Vec<usize>,
+    /// Requests in flight.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
+    pub concurrency: Vec<usize>,
+    #[arg(long, default_value_t = 128)]
+    pub max_new_tokens: usize,
+    /// Survival tables for the adaptive block size (default: built-in).
+    #[arg(long)]
+    pub tables: Option<PathBuf>,
+    /// Cost profile from `specscope profile --json` (default: saved or built-in).
+    #[arg(long)]
+    pub cost_profile: Option<PathBuf>,
+    /// Also write every result as JSON.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+pub fn run(a: BenchArgs) -> Result<()> {
+    ensure!(
+        a.concurrency.iter().all(|&c| c > 0),
+        "--concurrency values must be at least 1"
+    );
+    let cfgs = configs(&a.modes, &a.blocks, a.max_new_tokens)?;
+    let files = if a.prompts.is_empty() {
+        let dir = specscope::model::source::bundled_dir()
+            .parent()
+            .map(|p| p.join("prompts"))
+            .unwrap_or_default();
+        ["math", "code", "qa"]
+            .iter()
+            .map(|f| dir.join(format!("{f}.jsonl")))
+            .collect()
+    } else {
+        a.prompts.clone()
+    };
+    let mut records = Vec::new();
+    for f in &files {
+        records.extend(read_prompt_file(f)?);
+    }
+    let loaded = a.model.load()?;
+    let prompts = encode(&records, &loaded.tokenizer, a.limit)?;
+    ensure!(!prompts.is_empty(), "no prompts to run");
+    let tables = match &a.tables {
+        Some(p) => SurvivalTables::from_file(p)?,
+        None => SurvivalTables::builtin(),
+    };
+    let cost = match &a.cost_profile {
+        Some(p) => CostModel::from_file(p)?,
+        None => CostModel::load_default(),
+    };
+    eprintln!(
+        "bench: {} on {} prompts, {} configurations x {:?}; cost profile: {}; survival tables: {}",
+        loaded.files.label,
+        prompts.len(),
+        cfgs.len(),
+        a.concurrency,
+        cost.source,
+        tables.source
+    );
+    let total = cfgs.len() * a.concurrency.len();
+    let mut results = Vec::new();
+    let mut done = 0;
+    for &c in &a.concurrency {
+        let mut ar_out: Option<Vec<Vec<u32>>> = None;
+        for cfg in &cfgs {
+            eprint!("\r[{:>3}/{total}] {:<28} C={c:<3} ", done + 1, cfg.name);
+            let _ = std::io::stderr().flush();
+            let (mut r, out) = run_config(&loaded.model, &prompts, cfg, c, &tables, &cost)
+                .with_context(|| format!("{} at C={c}", cfg.name))?;
+            if cfg.name == "ar" {
+                ar_out = Some(out.clone());
+            }
+            r.identical_to_ar = ar_out.as_ref().map(|want| *want == out);
+            results.push(r);
+            done += 1;
+        }
+    }
+    eprintln!("\r[{done}/{total}] done{:40}", "");
+    print!("{}", table(&results));
+    if let Some(path) = &a.json {
+        let out = serde_json::json!({
+            "model": loaded.files.label,
+            "prompts": prompts.len(),
+            "max_new_tokens": a.max_new_tokens,
+            "cost_profile": cost,
+            "survival_tables": tables.source,
+            "results": results,
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&out)?)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
+}
