@@ -27,6 +27,8 @@ enum Command {
     Profile(cli::profile::ProfileArgs),
     /// Compare modes, block sizes and concurrency levels on a prompt set.
     Bench(cli::bench::BenchArgs),
+    /// Rebuild the adaptive block size's survival tables from counterfactual rounds.
+    Survival(cli::survival::SurvivalArgs),
     /// Train the bundled model: corpus, tokenizer, joint AR + diffusion objective.
     Train(cli::train::TrainArgs),
 }
@@ -39,6 +41,7 @@ fn main() -> ExitCode {
         Command::Profile(a) => cli::profile::run(a),
         Command::Train(a) => cli::train::run(a),
         Command::Bench(a) => cli::bench::run(a),
+        Command::Survival(a) => cli::survival::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -278,7 +278,7 @@ fn bad_arguments_are_named() {
         "--mode",
         "warp",
     ]);
-    assert_clean_error(&o, "--mode warp");
+    assert_clean_error(&o, "'warp' for '--mode");
     let o = run(&[
         "run",
         "--model",
@@ -299,4 +299,117 @@ fn over_long_prompt_names_the_context() {
     let long = "abcdefgh".repeat(20);
     let o = run(&["run", "--model", &dir_arg(dir.path()), "--prompt", &long]);
     assert_clean_error(&o, "context");
+}
+
+#[test]
+fn run_modes_agree_with_ar_on_the_trained_fixture() {
+    let dir = common::fixture_dir();
+    let tokens = |extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            "--model",
+            dir.to_str().unwrap(),
+            "--prompt",
+            "List 5 fruits.",
+            "--max-new-tokens",
+            "40",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let o = run(&args);
+        assert!(o.status.success(), "{extra:?}: {}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        (v["tokens"].clone(), v["stats"].clone())
+    };
+    let (ar, ar_stats) = tokens(&["--mode", "ar"]);
+    assert_eq!(ar_stats["tpf"], 1.0);
+    for m in [
+        &["--mode", "linear", "--block", "8"][..],
+        &["--mode", "recguide", "--no-cost-aware"],
+        &["--mode", "recguide"],
+    ] {
+        let (t, stats) = tokens(m);
+        assert_eq!(t, ar, "{m:?}");
+        assert!(stats["forwards"]["decode_total"].as_u64().unwrap() > 0);
+        assert!(stats["acceptance_histogram"].is_array());
+    }
+    let o = run(&[
+        "run",
+        "--model",
+        dir.to_str().unwrap(),
+        "--prompt",
+        "x",
+        "--mode",
+        "linear",
+        "--block",
+        "0",
+    ]);
+    assert_clean_error(&o, "block size");
+    let o = run(&[
+        "run",
+        "--model",
+        dir.to_str().unwrap(),
+        "--prompt",
+        "x",
+        "--mode",
+        "warp",
+    ]);
+    assert!(!o.status.success() && stderr(&o).contains("warp"));
+}
+
+#[test]
+fn bench_runs_side_by_side_and_names_bad_prompt_lines() {
+    let dir = common::fixture_dir();
+    let tmp = tempfile::tempdir().unwrap();
+    let prompts = tmp.path().join("p.jsonl");
+    std::fs::write(&prompts, "{\"prompt\": \"List 5 fruits.\", \"family\": \"qa\"}\n{\"prompt\": \"Reverse the word 'planet'.\", \"family\": \"qa\"}\n").unwrap();
+    let json = tmp.path().join("out.json");
+    let o = run(&[
+        "bench",
+        "--model",
+        dir.to_str().unwrap(),
+        "--prompts",
+        prompts.to_str().unwrap(),
+        "--modes",
+        "ar,linear,recguide",
+        "--blocks",
+        "8",
+        "--concurrency",
+        "1,2",
+        "--max-new-tokens",
+        "24",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        table.contains("linear B=8") && table.contains("xAR"),
+        "{table}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results.len(), 6);
+    assert!(results.iter().all(|r| r["identical_to_ar"] == true));
+
+    std::fs::write(&prompts, "{\"prompt\": \"ok\"}\n{not json}\n").unwrap();
+    let o = run(&[
+        "bench",
+        "--model",
+        dir.to_str().unwrap(),
+        "--prompts",
+        prompts.to_str().unwrap(),
+    ]);
+    assert_clean_error(&o, "p.jsonl:2");
+    let o = run(&[
+        "bench",
+        "--model",
+        dir.to_str().unwrap(),
+        "--prompts",
+        prompts.to_str().unwrap(),
+        "--modes",
+        "warp",
+    ]);
+    assert_clean_error(&o, "unknown mode 'warp'");
 }

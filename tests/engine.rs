@@ -280,3 +280,25 @@ fn bad_options_and_prompts_are_named() {
         .unwrap_err();
     assert!(err.to_string().contains("empty"), "{err}");
 }
+
+#[test]
+fn survival_rounds_cover_every_block_size() {
+    let (model, prompts) = fixture_prompts(1);
+    let samples = specscope::engine::survival::collect(&model, &prompts[0], 48, 1).unwrap();
+    assert!(samples.len() > 2);
+    for s in &samples {
+        assert_eq!(
+            s.advance.keys().copied().collect::<Vec<_>>(),
+            vec![8, 16, 32]
+        );
+        for (&b, &a) in &s.advance {
+            assert!((1..=b).contains(&a));
+        }
+    }
+    assert!(
+        samples[0].signal.is_none() && samples[1].signal.is_some(),
+        "history starts empty"
+    );
+    let t = specscope::engine::adaptive::SurvivalTables::estimate(&samples, 2, 1, "test");
+    assert!(t.value(32, None, None) >= 1.0);
+}

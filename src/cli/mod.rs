@@ -4,6 +4,7 @@ pub mod bench;
 pub mod inspect;
 pub mod profile;
 pub mod run;
+pub mod survival;
 pub mod train;
 
 use std::io::{IsTerminal, Read};

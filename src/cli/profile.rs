@@ -6,6 +6,7 @@ use anyhow::{ensure, Context, Result};
 use clap::Args;
 use serde::Serialize;
 
+use specscope::engine::cost;
 use specscope::model::synthetic::{self, Rng, Spec};
 use specscope::model::{self, AttnRule, KvCache, LogitSel, Model, Row, RowBatch};
 
@@ -33,6 +34,9 @@ pub struct ProfileArgs {
     /// Also write the table as JSON to this file.
     #[arg(long)]
     pub json: Option<std::path::PathBuf>,
+    /// Save the table as this machine's cost profile (used by RecGuide's cost rules).
+    #[arg(long)]
+    pub save: bool,
 }
 
 /// One measured point.
@@ -134,10 +138,25 @@ pub fn run(args: ProfileArgs) -> Result<()> {
             }
         }
     }
-    if let Some(path) = &args.json {
-        let out = serde_json::json!({"model": label, "points": points});
-        std::fs::write(path, serde_json::to_string_pretty(&out)?)
-            .with_context(|| format!("cannot write {}", path.display()))?;
+    let out = serde_json::json!({"model": label, "points": points});
+    let mut targets: Vec<std::path::PathBuf> = args.json.iter().cloned().collect();
+    if args.save {
+        let p = cost::default_path().context("no configuration directory for this user")?;
+        if let Some(dir) = p.parent() {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+        targets.push(p);
     }
+    for path in targets {
+        std::fs::write(&path, serde_json::to_string_pretty(&out)?)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    let fitted = cost::CostModel::fit(&serde_json::from_value(out)?, &label)?;
+    eprintln!(
+        "fitted cost: {:.3} ms + rows x ({:.3} ms + tokens x ({:.4} ms + {:.2e} ms x cache))",
+        fitted.fixed_ms, fitted.per_row_ms, fitted.per_token_ms, fitted.per_token_ctx_ms
+    );
     Ok(())
 }

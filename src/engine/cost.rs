@@ -133,11 +133,12 @@ fn solve4(mut a: [[f64; 4]; 4], mut b: [f64; 4]) -> Option<[f64; 4]> {
         }
         a.swap(col, piv);
         b.swap(col, piv);
+        let pivot_row = a[col];
         for r in 0..4 {
             if r != col {
-                let f = a[r][col] / a[col][col];
-                for k in col..4 {
-                    a[r][k] -= f * a[col][k];
+                let f = a[r][col] / pivot_row[col];
+                for (x, p) in a[r].iter_mut().zip(pivot_row.iter()).skip(col) {
+                    *x -= f * p;
                 }
                 b[r] -= f * b[col];
             }

@@ -9,6 +9,7 @@ pub mod overlap;
 pub mod round;
 pub mod scheduler;
 pub mod signals;
+pub mod survival;
 pub mod worker;
 
 pub use ar::{generate_ar, Generation, StopReason};

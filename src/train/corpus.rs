@@ -162,11 +162,13 @@ fn math(rng: &mut Rng) -> Exchange {
     ]);
     let user = format!("{lead}{} {question}", story.join(" "));
     let mut answer = String::new();
-    answer.push_str(*rng.pick(&[
+    const INTROS: &[&str] = &[
         "Let's work through it.\n",
         "We solve it step by step.\n",
         "Here is the solution.\n",
-    ]));
+    ];
+    let intro: &&str = rng.pick(INTROS);
+    answer.push_str(intro);
     for (i, s) in steps.iter().enumerate() {
         answer.push_str(&format!("Step {}: {s}\n", i + 1));
     }

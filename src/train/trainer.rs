@@ -277,7 +277,7 @@ fn write_heldout(dir: &Path, o: &TrainOptions) -> Result<()> {
 pub fn train(o: &TrainOptions, command: &str) -> Result<TrainState> {
     ensure!(o.steps > o.warmup, "steps must exceed warm-up steps");
     ensure!(
-        o.seq_len % 32 == 0,
+        o.seq_len.is_multiple_of(32),
         "seq_len must be a multiple of 32 (the largest block)"
     );
     let spec = o.spec.spec();
@@ -393,7 +393,7 @@ pub fn train(o: &TrainOptions, command: &str) -> Result<TrainState> {
     while state.step < o.steps {
         let step = state.step;
         let epoch = step * o.batch / seqs.len();
-        let mut shuffle_rng = Rng::new(o.seed ^ (epoch as u64 + 1) * 0x9E37);
+        let mut shuffle_rng = Rng::new(o.seed ^ ((epoch as u64 + 1) * 0x9E37));
         for i in (1..order.len()).rev() {
             let j = (shuffle_rng.next_u64() % (i as u64 + 1)) as usize;
             order.swap(i, j);
@@ -433,7 +433,7 @@ pub fn train(o: &TrainOptions, command: &str) -> Result<TrainState> {
             last_log = Instant::now();
         }
         let out_of_time = o.max_minutes.is_some_and(|m| run_secs > m * 60.0);
-        if state.step % o.checkpoint_every == 0 || state.step == o.steps || out_of_time {
+        if state.step.is_multiple_of(o.checkpoint_every) || state.step == o.steps || out_of_time {
             write_model_files(&o.out, &spec, &varmap)?;
             opt.save(&opt_path)?;
             std::fs::write(&state_path, serde_json::to_string(&state)?)?;

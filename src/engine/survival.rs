@@ -1,0 +1,114 @@
+//! Counterfactual rounds for the survival tables: from the same committed prefix, draft
+//! and verify every B ∈ {8, 16, 32} in one forward each, record each A_B, then advance
+//! with one of them (chosen at random so every stratum gets rounds).
+
+use std::collections::BTreeMap;
+
+use anyhow::Result;
+
+use super::adaptive::{self, History, RoundRecord, SurvivalSample, BLOCKS};
+use super::round;
+use super::signals;
+use crate::model::{AttnRule, LogitSel, Model, Row, RowBatch};
+use crate::rng::Rng;
+
+/// Collects samples from greedy decoding of `prompt` (at most `max_new_tokens`).
+pub fn collect(
+    model: &Model,
+    prompt: &[u32],
+    max_new_tokens: usize,
+    seed: u64,
+) -> Result<Vec<SurvivalSample>> {
+    let cfg = model.config();
+    let (mask, eos, max_pos) = (
+        cfg.mask_token_id(),
+        cfg.eos_token_ids(),
+        cfg.max_position_embeddings,
+    );
+    let mut rng = Rng::new(seed);
+    let mut cache = model.new_cache();
+    let row = Row::new(0, prompt.to_vec(), AttnRule::Causal)
+        .commit()
+        .logits(LogitSel::Last);
+    let logits = model.forward(&RowBatch::single(row), &mut [&mut cache])?;
+    let mut seed_tok = signals::signals(&logits[0], mask)?[0].argmax;
+    let mut produced = 1;
+    let mut history = History::default();
+    let mut samples = Vec::new();
+    while produced < max_new_tokens && !eos.contains(&seed_tok) && cache.len() + 32 < max_pos {
+        // Drafts for every B in one forward.
+        let drafts: Vec<Row> = BLOCKS
+            .iter()
+            .map(|&b| {
+                let mut t = vec![seed_tok];
+                t.extend(std::iter::repeat_n(mask, b - 1));
+                Row::new(0, t, AttnRule::Bidirectional)
+                    .lora_from(0)
+                    .logits(LogitSel::Range {
+                        start: 1,
+                        len: b - 1,
+                    })
+            })
+            .collect();
+        let dl = model.forward(&RowBatch::new(drafts), &mut [&mut cache])?;
+        let blocks: Vec<Vec<u32>> = dl
+            .iter()
+            .map(|l| {
+                let mut block = vec![seed_tok];
+                block.extend(signals::signals(l, mask)?.iter().map(|s| s.argmax));
+                Ok(block)
+            })
+            .collect::<Result<_>>()?;
+        // Verify every B; the canonical one commits.
+        let canonical = (rng.next_u64() % BLOCKS.len() as u64) as usize;
+        let rows: Vec<Row> = blocks
+            .iter()
+            .enumerate()
+            .map(|(k, b)| {
+                let r = Row::new(0, b.clone(), AttnRule::Causal).logits(LogitSel::All);
+                if k == canonical {
+                    r.commit()
+                } else {
+                    r
+                }
+            })
+            .collect();
+        let ctx = cache.len();
+        let vl = model.forward(&RowBatch::new(rows), &mut [&mut cache])?;
+        let mut advance = BTreeMap::new();
+        let mut canon = None;
+        for (k, (block, l)) in blocks.iter().zip(&vl).enumerate() {
+            let sig = signals::signals(l, mask)?;
+            let toks: Vec<u32> = sig.iter().map(|s| s.argmax).collect();
+            let v = round::verify(block, &toks);
+            advance.insert(BLOCKS[k], v.advance());
+            if k == canonical {
+                canon = Some((v, sig));
+            }
+        }
+        samples.push(SurvivalSample {
+            signal: history.signal(),
+            stratum: history.stratum(),
+            advance,
+        });
+        let Some((v, sig)) = canon else { break };
+        cache.truncate(ctx + v.advance())?;
+        let b = BLOCKS[canonical];
+        history.push(RoundRecord {
+            block: b,
+            advance: v.advance(),
+            full: v.first_reject.is_none(),
+            verify_entropy: adaptive::verify_entropy(
+                &sig.iter().map(|s| s.entropy).collect::<Vec<_>>(),
+                v.accepted,
+            ),
+        });
+        let emitted = v.emitted();
+        if emitted.iter().any(|t| eos.contains(t)) {
+            break;
+        }
+        produced += emitted.len();
+        seed_tok = v.bonus;
+    }
+    Ok(samples)
+}
