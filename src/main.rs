@@ -27,6 +27,8 @@ enum Command {
     Profile(cli::profile::ProfileArgs),
     /// Compare modes, block sizes and concurrency levels on a prompt set.
     Bench(cli::bench::BenchArgs),
+    /// Measure answer quality and acceptance behaviour on held-out prompts.
+    Eval(cli::eval::EvalArgs),
     /// Rebuild the adaptive block size's survival tables from counterfactual rounds.
     Survival(cli::survival::SurvivalArgs),
     /// Train the bundled model: corpus, tokenizer, joint AR + diffusion objective.
@@ -42,6 +44,7 @@ fn main() -> ExitCode {
         Command::Train(a) => cli::train::run(a),
         Command::Bench(a) => cli::bench::run(a),
         Command::Survival(a) => cli::survival::run(a),
+        Command::Eval(a) => cli::eval::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

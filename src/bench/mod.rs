@@ -1,5 +1,6 @@
 //! Benchmarks: every configuration run side by side in one process, so ratios compare
 //! like with like on a noisy machine.
 
+pub mod acceptance;
 pub mod prompts;
 pub mod sweep;

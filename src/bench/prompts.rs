@@ -17,6 +17,9 @@ pub struct PromptRecord {
     /// Earlier turns of a multi-turn prompt.
     #[serde(default)]
     pub history: Vec<ChatMessage>,
+    /// The expected final answer, when known (math).
+    #[serde(default)]
+    pub answer: Option<String>,
 }
 
 fn other() -> String {
@@ -36,6 +39,7 @@ impl PromptRecord {
 pub struct BenchPrompt {
     pub family: String,
     pub tokens: Vec<u32>,
+    pub answer: Option<String>,
 }
 
 /// Reads a JSONL prompt file (`{"prompt": ..., "family": ..., "history": [...]}` per line;
@@ -81,6 +85,7 @@ pub fn encode(
         out.push(BenchPrompt {
             family,
             tokens: tok.encode_chat(&r.messages(), false)?,
+            answer: r.answer.clone(),
         });
     }
     Ok(out)

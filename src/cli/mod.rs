@@ -1,6 +1,7 @@
 //! Subcommands of the `specscope` binary.
 
 pub mod bench;
+pub mod eval;
 pub mod inspect;
 pub mod profile;
 pub mod run;

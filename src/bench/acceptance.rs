@@ -1,0 +1,220 @@
+//! Acceptance behaviour of a model on held-out prompts: answer quality under AR greedy,
+//! LinearSS acceptance per family, and whether RecGuide's signals can find rejections.
+
+use std::collections::BTreeMap;
+
+use anyhow::Result;
+use serde::Serialize;
+
+use super::prompts::BenchPrompt;
+use crate::engine::{generate_ar, DecodeEvent, DecodeOptions, Mode, Scheduler, Submit, VecSink};
+use crate::model::{Model, TextTokenizer};
+
+/// AR greedy answers.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ArReport {
+    pub prompts: usize,
+    pub mean_answer_tokens: f64,
+    /// Answers that end with EOS within the budget.
+    pub ended_with_eos: usize,
+    /// Math prompts whose last "Answer: N" line is right.
+    pub math_exact: usize,
+    pub math_total: usize,
+}
+
+/// LinearSS rounds at one block size.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct BlockReport {
+    pub block: usize,
+    pub rounds: usize,
+    /// Mean tokens advanced per round (accepted drafts + bonus).
+    pub mean_accept: f64,
+    /// Rounds that accepted every draft.
+    pub full_block_rate: f64,
+    /// Rounds whose first rejection is at block positions 1..=7.
+    pub fail_within_7: f64,
+    /// At the first rejection, the verifier's token is the draft's second choice.
+    pub second_choice_right: f64,
+    /// At the first rejection, the draft margin is below 0.5 (the risk flag).
+    pub low_margin_at_reject: f64,
+    /// Of positions flagged risky, the share that are the first rejection.
+    pub risky_precision: f64,
+    /// Histogram of tokens advanced per round, per family.
+    pub hist_by_family: BTreeMap<String, Vec<usize>>,
+    pub mean_accept_by_family: BTreeMap<String, f64>,
+}
+
+/// Everything `specscope eval` reports.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct AcceptanceReport {
+    pub ar: ArReport,
+    pub blocks: Vec<BlockReport>,
+    /// LinearSS emitted AR's tokens for every prompt and block size.
+    pub lossless: bool,
+}
+
+/// The value on the last `Answer:` line of a text.
+pub fn final_answer(text: &str) -> Option<String> {
+    text.lines().rev().find_map(|l| {
+        l.trim()
+            .strip_prefix("Answer:")
+            .map(|a| a.trim().to_string())
+    })
+}
+
+/// Runs AR and LinearSS at each block size on every prompt (one request at a time).
+pub fn evaluate(
+    model: &Model,
+    tok: &TextTokenizer,
+    prompts: &[BenchPrompt],
+    blocks: &[usize],
+    max_new_tokens: usize,
+    mut progress: impl FnMut(&str),
+) -> Result<AcceptanceReport> {
+    let eos = model.config().eos_token_ids();
+    let mut rep = AcceptanceReport {
+        lossless: true,
+        ..Default::default()
+    };
+    let mut ar_out = Vec::new();
+    let mut total_len = 0;
+    for (i, p) in prompts.iter().enumerate() {
+        progress(&format!("AR {}/{}", i + 1, prompts.len()));
+        let g = generate_ar(model, &p.tokens, max_new_tokens, &eos, |_| Ok(()))?;
+        total_len += g.tokens.len();
+        if g.tokens.last().is_some_and(|t| eos.contains(t)) {
+            rep.ar.ended_with_eos += 1;
+        }
+        if p.family == "math" {
+            rep.ar.math_total += 1;
+            let text = tok.decode(&g.tokens)?;
+            if final_answer(&text).is_some() && final_answer(&text) == p.answer {
+                rep.ar.math_exact += 1;
+            }
+        }
+        ar_out.push(g.tokens);
+    }
+    rep.ar.prompts = prompts.len();
+    rep.ar.mean_answer_tokens = total_len as f64 / prompts.len().max(1) as f64;
+
+    for &b in blocks {
+        let mut br = BlockReport {
+            block: b,
+            ..Default::default()
+        };
+        let (mut advanced, mut full, mut within7, mut rejects, mut second, mut low) =
+            (0, 0, 0, 0, 0, 0);
+        let (mut risky, mut risky_hit) = (0, 0);
+        let mut per_family: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+        for (i, p) in prompts.iter().enumerate() {
+            progress(&format!("LinearSS B={b} {}/{}", i + 1, prompts.len()));
+            let mut sched = Scheduler::new(model.clone(), None);
+            let mut sink = VecSink {
+                detail: true,
+                ..VecSink::default()
+            };
+            let o = DecodeOptions {
+                mode: Mode::Linear,
+                block: b,
+                max_new_tokens,
+                ..DecodeOptions::default()
+            };
+            sched.submit(
+                Submit {
+                    prompt: p.tokens.clone(),
+                    options: o,
+                    family: Some(p.family.clone()),
+                },
+                &mut sink,
+            )?;
+            sched.run_to_completion(&mut sink)?;
+            let f = sched.take_finished().remove(0);
+            rep.lossless &= f.tokens == ar_out[i];
+            let hist = br.hist_by_family.entry(p.family.clone()).or_default();
+            let fam = per_family.entry(p.family.clone()).or_default();
+            let mut draft = None;
+            for e in &sink.events {
+                match e {
+                    DecodeEvent::Drafted {
+                        detail, risky: r, ..
+                    } => draft = Some((detail.clone(), r.clone())),
+                    DecodeEvent::Verified {
+                        accepted,
+                        first_reject,
+                        verifier_tokens,
+                        ..
+                    } => {
+                        let a = accepted + 1;
+                        br.rounds += 1;
+                        advanced += a;
+                        fam.0 += a;
+                        fam.1 += 1;
+                        if hist.len() <= a {
+                            hist.resize(a + 1, 0);
+                        }
+                        hist[a] += 1;
+                        let Some((detail, risky_pos)) = draft.take() else {
+                            continue;
+                        };
+                        risky += risky_pos.len();
+                        match first_reject {
+                            None => full += 1,
+                            Some(q) => {
+                                rejects += 1;
+                                if *q <= 7 {
+                                    within7 += 1;
+                                }
+                                let pos = &detail[q - 1];
+                                if pos
+                                    .top
+                                    .get(1)
+                                    .is_some_and(|t| t.0 == verifier_tokens[q - 1])
+                                {
+                                    second += 1;
+                                }
+                                if pos.margin < 0.5 {
+                                    low += 1;
+                                }
+                                if risky_pos.contains(q) {
+                                    risky_hit += 1;
+                                }
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let r = br.rounds.max(1) as f64;
+        br.mean_accept = advanced as f64 / r;
+        br.full_block_rate = full as f64 / r;
+        br.fail_within_7 = within7 as f64 / r;
+        br.second_choice_right = second as f64 / rejects.max(1) as f64;
+        br.low_margin_at_reject = low as f64 / rejects.max(1) as f64;
+        br.risky_precision = risky_hit as f64 / risky.max(1) as f64;
+        br.mean_accept_by_family = per_family
+            .into_iter()
+            .map(|(k, (a, n))| (k, a as f64 / n.max(1) as f64))
+            .collect();
+        rep.blocks.push(br);
+    }
+    Ok(rep)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn final_answer_reads_the_last_answer_line() {
+        assert_eq!(
+            final_answer("Step 1: 2 + 2 = 4.\nAnswer: 4"),
+            Some("4".into())
+        );
+        assert_eq!(
+            final_answer("Answer: 3\nmore\nAnswer:  12 "),
+            Some("12".into())
+        );
+        assert_eq!(final_answer("no answer"), None);
+    }
+}
