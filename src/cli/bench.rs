@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use anyhow::{ensure, Context, Result};
 use clap::Args;
 
-use specscope::bench::prompts::{encode, read_prompt_file};
 use specscope::bench::sweep::{configs, run_config, table};
 use specscope::engine::adaptive::SurvivalTables;
 use specscope::engine::cost::CostModel;
@@ -17,13 +16,8 @@ use super::ModelArgs;
 pub struct BenchArgs {
     #[command(flatten)]
     pub model: ModelArgs,
-    /// JSONL prompt files (`{"prompt", "family", "history"}` per line); default: the
-    /// bundled held-out sets in assets/prompts/.
-    #[arg(long, value_delimiter = ',')]
-    pub prompts: Vec<PathBuf>,
-    /// Prompts per family (default: all).
-    #[arg(long)]
-    pub limit: Option<usize>,
+    #[command(flatten)]
+    pub prompts: super::PromptFileArgs,
     /// Modes: ar, linear, recguide, recguide-nocost, recguide-fixed, recguide-adaptive.
     #[arg(long, value_delimiter = ',', default_value = "ar,linear,recguide")]
     pub modes: Vec<String>,
@@ -52,24 +46,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
         "--concurrency values must be at least 1"
     );
     let cfgs = configs(&a.modes, &a.blocks, a.max_new_tokens)?;
-    let files = if a.prompts.is_empty() {
-        let dir = specscope::model::source::bundled_dir()
-            .parent()
-            .map(|p| p.join("prompts"))
-            .unwrap_or_default();
-        ["math", "code", "qa"]
-            .iter()
-            .map(|f| dir.join(format!("{f}.jsonl")))
-            .collect()
-    } else {
-        a.prompts.clone()
-    };
-    let mut records = Vec::new();
-    for f in &files {
-        records.extend(read_prompt_file(f)?);
-    }
+    let records = a.prompts.records()?;
     let loaded = a.model.load()?;
-    let prompts = encode(&records, &loaded.tokenizer, a.limit)?;
+    let prompts = a.prompts.encode(&records, &loaded.tokenizer)?;
     ensure!(!prompts.is_empty(), "no prompts to run");
     let tables = match &a.tables {
         Some(p) => SurvivalTables::from_file(p)?,

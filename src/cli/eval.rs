@@ -7,7 +7,6 @@ use anyhow::{Context, Result};
 use clap::Args;
 
 use specscope::bench::acceptance::evaluate;
-use specscope::bench::prompts::{encode, read_prompt_file};
 
 use super::ModelArgs;
 
@@ -15,12 +14,8 @@ use super::ModelArgs;
 pub struct EvalArgs {
     #[command(flatten)]
     pub model: ModelArgs,
-    /// JSONL prompt files (default: the bundled held-out sets).
-    #[arg(long, value_delimiter = ',')]
-    pub prompts: Vec<PathBuf>,
-    /// Prompts per family.
-    #[arg(long)]
-    pub limit: Option<usize>,
+    #[command(flatten)]
+    pub prompts: super::PromptFileArgs,
     /// LinearSS block sizes to measure.
     #[arg(long, value_delimiter = ',', default_value = "8,32")]
     pub blocks: Vec<usize>,
@@ -32,24 +27,9 @@ pub struct EvalArgs {
 }
 
 pub fn run(a: EvalArgs) -> Result<()> {
-    let files = if a.prompts.is_empty() {
-        let dir = specscope::model::source::bundled_dir()
-            .parent()
-            .map(|p| p.join("prompts"))
-            .unwrap_or_default();
-        ["math", "code", "qa"]
-            .iter()
-            .map(|f| dir.join(format!("{f}.jsonl")))
-            .collect()
-    } else {
-        a.prompts.clone()
-    };
-    let mut records = Vec::new();
-    for f in &files {
-        records.extend(read_prompt_file(f)?);
-    }
+    let records = a.prompts.records()?;
     let loaded = a.model.load()?;
-    let prompts = encode(&records, &loaded.tokenizer, a.limit)?;
+    let prompts = a.prompts.encode(&records, &loaded.tokenizer)?;
     let rep = evaluate(
         &loaded.model,
         &loaded.tokenizer,

@@ -65,6 +65,49 @@ impl ModelArgs {
     }
 }
 
+/// Prompt files for `bench`, `eval` and `survival`.
+#[derive(Debug, Clone, Args)]
+pub struct PromptFileArgs {
+    /// JSONL prompt files (`{"prompt", "family", "history", "answer"}` per line); default:
+    /// the bundled held-out sets in assets/prompts/.
+    #[arg(long, value_delimiter = ',')]
+    pub prompts: Vec<std::path::PathBuf>,
+    /// Prompts per family (default: all).
+    #[arg(long)]
+    pub limit: Option<usize>,
+}
+
+impl PromptFileArgs {
+    /// Reads every file (before the model loads, so a bad line fails fast).
+    pub fn records(&self) -> Result<Vec<specscope::bench::prompts::PromptRecord>> {
+        let files: Vec<std::path::PathBuf> = if self.prompts.is_empty() {
+            let dir = model::source::bundled_dir()
+                .parent()
+                .map(|p| p.join("prompts"))
+                .unwrap_or_default();
+            ["math", "code", "qa"]
+                .iter()
+                .map(|f| dir.join(format!("{f}.jsonl")))
+                .collect()
+        } else {
+            self.prompts.clone()
+        };
+        let mut records = Vec::new();
+        for f in &files {
+            records.extend(specscope::bench::prompts::read_prompt_file(f)?);
+        }
+        Ok(records)
+    }
+
+    pub fn encode(
+        &self,
+        records: &[specscope::bench::prompts::PromptRecord],
+        tok: &TextTokenizer,
+    ) -> Result<Vec<specscope::bench::prompts::BenchPrompt>> {
+        specscope::bench::prompts::encode(records, tok, self.limit)
+    }
+}
+
 /// How the prompt text becomes tokens.
 #[derive(Debug, Clone, Args)]
 pub struct PromptArgs {

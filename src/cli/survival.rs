@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::Args;
 
-use specscope::bench::prompts::{encode, read_prompt_file};
 use specscope::engine::adaptive::SurvivalTables;
 use specscope::engine::survival;
 
@@ -15,12 +14,8 @@ use super::ModelArgs;
 pub struct SurvivalArgs {
     #[command(flatten)]
     pub model: ModelArgs,
-    /// JSONL prompt files (default: the bundled held-out sets).
-    #[arg(long, value_delimiter = ',')]
-    pub prompts: Vec<PathBuf>,
-    /// Prompts per family.
-    #[arg(long)]
-    pub limit: Option<usize>,
+    #[command(flatten)]
+    pub prompts: super::PromptFileArgs,
     #[arg(long, default_value_t = 256)]
     pub max_new_tokens: usize,
     /// Signal bins.
@@ -35,24 +30,9 @@ pub struct SurvivalArgs {
 }
 
 pub fn run(a: SurvivalArgs) -> Result<()> {
-    let files = if a.prompts.is_empty() {
-        let dir = specscope::model::source::bundled_dir()
-            .parent()
-            .map(|p| p.join("prompts"))
-            .unwrap_or_default();
-        ["math", "code", "qa"]
-            .iter()
-            .map(|f| dir.join(format!("{f}.jsonl")))
-            .collect()
-    } else {
-        a.prompts.clone()
-    };
-    let mut records = Vec::new();
-    for f in &files {
-        records.extend(read_prompt_file(f)?);
-    }
+    let records = a.prompts.records()?;
     let loaded = a.model.load()?;
-    let prompts = encode(&records, &loaded.tokenizer, a.limit)?;
+    let prompts = a.prompts.encode(&records, &loaded.tokenizer)?;
     let mut samples = Vec::new();
     for (i, p) in prompts.iter().enumerate() {
         eprint!("\r[{}/{}] {} rounds", i + 1, prompts.len(), samples.len());

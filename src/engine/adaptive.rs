@@ -189,7 +189,11 @@ impl SurvivalTables {
         signals.sort_by(f32::total_cmp);
         let bins = bins.max(1).min(signals.len().max(1));
         let edges: Vec<f32> = (1..bins)
-            .map(|i| signals[(i * signals.len() / bins).min(signals.len() - 1)])
+            .map(|i| {
+                signals[(i * signals.len() / bins)
+                    .saturating_sub(1)
+                    .min(signals.len() - 1)]
+            })
             .collect();
         let mut edges = edges;
         edges.dedup();

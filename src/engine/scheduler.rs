@@ -372,6 +372,44 @@ impl Scheduler {
         Ok(())
     }
 
+    /// One physical forward over the caches of `reqs` (row `cache` indices refer to
+    /// positions in `reqs`): counted once, reported as a `Forward` event.
+    fn forward(
+        &mut self,
+        phase: Phase,
+        batch: RowBatch,
+        reqs: &[usize],
+        sink: &mut dyn EventSink,
+    ) -> Result<(Vec<candle_core::Tensor>, f64)> {
+        let start = Instant::now();
+        let logits = {
+            let mut caches = caches_of(&mut self.requests, reqs);
+            self.model
+                .forward(&batch, &mut caches)
+                .with_context(|| format!("{} forward", phase.name()))?
+        };
+        let ms = start.elapsed().as_secs_f64() * 1e3;
+        let c = &mut self.counts;
+        match phase {
+            Phase::Prefill => c.prefill += 1,
+            Phase::Draft => c.draft += 1,
+            Phase::Verify => c.verify += 1,
+            Phase::Fused => c.fused += 1,
+        }
+        if phase != Phase::Prefill {
+            c.rows += batch.rows.len();
+            c.query_tokens += batch.num_tokens();
+        }
+        sink.emit(DecodeEvent::Forward {
+            phase: phase.name().into(),
+            rows: batch.rows.len(),
+            query_tokens: batch.num_tokens(),
+            requests: reqs.len(),
+            ms,
+        });
+        Ok((logits, ms))
+    }
+
     fn choose(
         &mut self,
         req: usize,
@@ -398,23 +436,7 @@ impl Scheduler {
                     .logits(LogitSel::Last)
             })
             .collect();
-        let batch = RowBatch::new(rows);
-        let start = Instant::now();
-        let logits = {
-            let mut caches = caches_of(&mut self.requests, &new);
-            self.model
-                .forward(&batch, &mut caches)
-                .context("prefill forward")?
-        };
-        let ms = start.elapsed().as_secs_f64() * 1e3;
-        self.counts.prefill += 1;
-        sink.emit(DecodeEvent::Forward {
-            phase: "prefill".into(),
-            rows: batch.rows.len(),
-            query_tokens: batch.num_tokens(),
-            requests: new.len(),
-            ms,
-        });
+        let (logits, ms) = self.forward(Phase::Prefill, RowBatch::new(rows), &new, sink)?;
         for (k, &i) in new.iter().enumerate() {
             let (_, choice) = self.choose(i, &logits[k])?;
             let seed = choice[0];
@@ -606,25 +628,7 @@ impl Scheduler {
                         })
                 })
                 .collect();
-            let batch = RowBatch::new(rows);
-            let start = Instant::now();
-            let logits = {
-                let mut caches = caches_of(&mut self.requests, &reqs);
-                self.model
-                    .forward(&batch, &mut caches)
-                    .context("draft forward")?
-            };
-            let ms = start.elapsed().as_secs_f64() * 1e3;
-            self.counts.draft += 1;
-            self.counts.rows += batch.rows.len();
-            self.counts.query_tokens += batch.num_tokens();
-            sink.emit(DecodeEvent::Forward {
-                phase: "draft".into(),
-                rows: batch.rows.len(),
-                query_tokens: batch.num_tokens(),
-                requests: reqs.len(),
-                ms,
-            });
+            let (logits, _) = self.forward(Phase::Draft, RowBatch::new(rows), &reqs, sink)?;
             for (slot, &k) in need.iter().enumerate() {
                 let req = bucket[k].req;
                 let (sig, choice) = self.choose(req, &logits[slot])?;
@@ -710,30 +714,12 @@ impl Scheduler {
             );
             rows.extend(p.branches.iter().map(|br| br.row(slot)));
         }
-        let fused = bucket.iter().any(|p| !p.branches.is_empty());
-        let batch = RowBatch::new(rows);
-        let start = Instant::now();
-        let logits = {
-            let mut caches = caches_of(&mut self.requests, &reqs);
-            self.model
-                .forward(&batch, &mut caches)
-                .context("verify forward")?
-        };
-        let ms = start.elapsed().as_secs_f64() * 1e3;
-        if fused {
-            self.counts.fused += 1;
+        let phase = if bucket.iter().any(|p| !p.branches.is_empty()) {
+            Phase::Fused
         } else {
-            self.counts.verify += 1;
-        }
-        self.counts.rows += batch.rows.len();
-        self.counts.query_tokens += batch.num_tokens();
-        sink.emit(DecodeEvent::Forward {
-            phase: if fused { "fused" } else { "verify" }.into(),
-            rows: batch.rows.len(),
-            query_tokens: batch.num_tokens(),
-            requests: reqs.len(),
-            ms,
-        });
+            Phase::Verify
+        };
+        let (logits, _) = self.forward(phase, RowBatch::new(rows), &reqs, sink)?;
         let detail = sink.detail();
         for (p, &(first, nbranch)) in bucket.into_iter().zip(&layout) {
             let i = p.req;
@@ -855,6 +841,27 @@ impl Scheduler {
             });
         }
         self.commit(i, rnd, &kept, &origins, sink);
+    }
+}
+
+/// What a physical forward does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Prefill,
+    Draft,
+    Verify,
+    /// Verification with branch rows.
+    Fused,
+}
+
+impl Phase {
+    fn name(self) -> &'static str {
+        match self {
+            Phase::Prefill => "prefill",
+            Phase::Draft => "draft",
+            Phase::Verify => "verify",
+            Phase::Fused => "fused",
+        }
     }
 }
 
