@@ -121,3 +121,35 @@ fn every_mode_is_lossless() {
     assert!(accepted_drafts > 1000, "accepted drafts: {accepted_drafts}");
     assert!(hits > 20, "branch hits: {hits}");
 }
+
+/// The same invariant on the bundled model, whose acceptance is realistic.
+#[test]
+fn bundled_model_is_lossless() {
+    use specscope::model::{self as m, ModelSource};
+    use specscope::train::corpus::{self, Family};
+    let files = ModelSource::Bundled.resolve().expect("bundled model");
+    let (model, _) = m::load(&files, &candle_core::Device::Cpu, m::LoadOptions::default()).unwrap();
+    let tok = m::load_tokenizer(&files, model.config()).unwrap();
+    let none = std::collections::HashSet::new();
+    let prompts: Vec<Vec<u32>> = Family::ALL
+        .iter()
+        .flat_map(|&f| corpus::heldout(4242, f, 4, &none))
+        .map(|p| tok.encode_chat(&p.messages(), false).unwrap())
+        .collect();
+    let want = reference(&model, &prompts);
+    let mut adaptive = opts(Mode::Recguide, 16, true, true);
+    adaptive.cost_aware = true;
+    for (name, o) in [
+        ("linear B=8", opts(Mode::Linear, 8, false, false)),
+        ("linear B=32", opts(Mode::Linear, 32, false, false)),
+        ("recguide overlap B=16", opts(Mode::Recguide, 16, true, false)),
+        ("recguide", adaptive),
+    ] {
+        for c in [1, 4] {
+            let (got, _) = decode(&model, &prompts, &o, c);
+            for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(g, w, "{name} C={c}: prompt {k} differs from AR");
+            }
+        }
+    }
+}
