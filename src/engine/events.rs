@@ -58,6 +58,9 @@ pub struct BranchView {
     pub alt: Option<u32>,
     /// Query tokens of the row.
     pub tokens: usize,
+    /// The next block the branch drafted (position 0: alt, or the continuation's guess
+    /// for the bonus).
+    pub block: Vec<u32>,
 }
 
 /// Why a block size was chosen.

@@ -790,11 +790,18 @@ impl Scheduler {
                 branches: p
                     .branches
                     .iter()
-                    .map(|br| BranchView {
+                    .zip(&predicted)
+                    .map(|(br, (_, tok))| BranchView {
                         kind: br.kind,
                         at: br.at,
                         alt: br.alt,
                         tokens: br.tokens.len(),
+                        block: match br.alt {
+                            Some(alt) => std::iter::once(alt)
+                                .chain(tok[1..].iter().copied())
+                                .collect(),
+                            None => tok.clone(),
+                        },
                     })
                     .collect(),
             });
