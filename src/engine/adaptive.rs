@@ -14,6 +14,9 @@ use super::events::{BlockCandidate, BlockReason};
 /// The action space.
 pub const BLOCKS: [usize; 3] = [8, 16, 32];
 
+/// Survival tables measured on the bundled model (`specscope survival --limit 20`).
+const BUILTIN_TABLES: &str = include_str!("../../assets/survival_tables.json");
+
 /// What a finished round tells the policy (verifier-side only).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct RoundRecord {
@@ -102,10 +105,10 @@ pub struct SurvivalSample {
 }
 
 impl SurvivalTables {
-    /// Tables to use when none are given: until tables measured on the bundled model
-    /// ship, the reference marginal.
+    /// Tables shipped for the bundled model (`specscope survival`); the reference
+    /// marginal if they cannot be read.
     pub fn builtin() -> Self {
-        Self::marginal_reference()
+        serde_json::from_str(BUILTIN_TABLES).unwrap_or_else(|_| Self::marginal_reference())
     }
 
     pub fn from_file(path: &Path) -> Result<Self> {
@@ -377,6 +380,14 @@ mod tests {
         assert!(t.strata.contains_key("b16_partial"));
         // Missing signal: the marginal.
         assert!((t.value(32, None, None) - (22.0 + 2.5) / 2.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn shipped_tables_are_measured_and_monotone_in_block_value() {
+        let t = SurvivalTables::builtin();
+        assert!(t.samples > 100, "{}", t.source);
+        assert!(t.strata.contains_key("all"));
+        assert!(t.value(8, None, None) <= t.value(32, None, None));
     }
 
     #[test]
