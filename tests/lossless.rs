@@ -142,7 +142,10 @@ fn bundled_model_is_lossless() {
     for (name, o) in [
         ("linear B=8", opts(Mode::Linear, 8, false, false)),
         ("linear B=32", opts(Mode::Linear, 32, false, false)),
-        ("recguide overlap B=16", opts(Mode::Recguide, 16, true, false)),
+        (
+            "recguide overlap B=16",
+            opts(Mode::Recguide, 16, true, false),
+        ),
         ("recguide", adaptive),
     ] {
         for c in [1, 4] {
