@@ -7,7 +7,7 @@ use common::{checkpoint, load, rel_err, tokens};
 use specscope::engine::generate_ar;
 use specscope::model::synthetic::Spec;
 use specscope::model::{self, ModelSource};
-use specscope::train::trainer::{self, SpecJson, TrainOptions};
+use specscope::train::trainer::{self, TrainOptions};
 
 /// The differentiable training forward equals the fused inference forward.
 #[test]
@@ -46,7 +46,7 @@ fn toy_training_lowers_the_loss_and_resumes() {
     let mut o = TrainOptions {
         out: tmp.path().join("model"),
         state: tmp.path().join("state"),
-        spec: SpecJson::toy(),
+        spec: Spec::toy_trainable(),
         steps: 24,
         batch: 4,
         seq_len: 64,

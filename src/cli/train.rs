@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args;
 
-use specscope::train::trainer::{self, SpecJson, TrainOptions};
+use specscope::model::synthetic::Spec;
+use specscope::train::trainer::{self, TrainOptions};
 
 #[derive(Debug, Clone, Args)]
 pub struct TrainArgs {
@@ -48,8 +49,8 @@ pub struct TrainArgs {
 
 pub fn run(a: TrainArgs) -> Result<()> {
     let spec = match a.preset.as_str() {
-        "small" => SpecJson::small(),
-        "toy" => SpecJson::toy(),
+        "small" => Spec::bundled(),
+        "toy" => Spec::toy_trainable(),
         other => anyhow::bail!("--preset {other}: expected small or toy"),
     };
     let o = TrainOptions {

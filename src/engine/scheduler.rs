@@ -456,7 +456,8 @@ impl Scheduler {
         Ok(())
     }
 
-    /// Appends emitted tokens, streams text, and marks the request done when it stops.
+    /// Appends emitted tokens, streams their text and emits `Committed`; stopping is
+    /// decided later by `stop_reason`.
     fn commit(
         &mut self,
         i: usize,

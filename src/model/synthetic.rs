@@ -85,6 +85,30 @@ impl Spec {
         }
     }
 
+    /// The bundled model's geometry (about 4.2M parameters).
+    pub fn bundled() -> Self {
+        Self {
+            vocab_size: 2048,
+            hidden_size: 256,
+            intermediate_size: 768,
+            num_hidden_layers: 4,
+            num_attention_heads: 4,
+            num_key_value_heads: 2,
+            head_dim: 64,
+            max_position_embeddings: 2048,
+            ..Self::toy()
+        }
+    }
+
+    /// A toy that trains in seconds (its byte-level BPE needs a 320-token vocabulary).
+    pub fn toy_trainable() -> Self {
+        Self {
+            vocab_size: 320,
+            max_position_embeddings: 1024,
+            ..Self::toy()
+        }
+    }
+
     /// config.json for this spec, with the real NLD field names.
     pub fn config_json(&self) -> serde_json::Value {
         let mut rope = serde_json::json!({"rope_type": "default", "rope_theta": self.rope_theta});

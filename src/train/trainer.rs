@@ -20,12 +20,13 @@ use crate::model::{ChatMessage, Config, Model};
 use crate::rng::Rng;
 
 /// Everything that decides a training run.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone)]
 pub struct TrainOptions {
     pub out: PathBuf,
     /// Optimizer moments and the data cursor for resuming (not shipped).
     pub state: PathBuf,
-    pub spec: SpecJson,
+    /// Geometry of the model to train (`Spec::bundled()` or `Spec::toy_trainable()`).
+    pub spec: Spec,
     pub steps: usize,
     pub batch: usize,
     pub seq_len: usize,
@@ -42,63 +43,6 @@ pub struct TrainOptions {
     /// Where to write held-out prompt files (`math.jsonl`, …), if anywhere.
     pub prompts_dir: Option<PathBuf>,
     pub heldout_per_family: usize,
-}
-
-/// Model geometry as stored in the training state.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct SpecJson {
-    pub vocab_size: usize,
-    pub hidden_size: usize,
-    pub intermediate_size: usize,
-    pub num_hidden_layers: usize,
-    pub num_attention_heads: usize,
-    pub num_key_value_heads: usize,
-    pub head_dim: usize,
-    pub max_position_embeddings: usize,
-}
-
-impl SpecJson {
-    /// The bundled model: about 4M parameters.
-    pub fn small() -> Self {
-        Self {
-            vocab_size: 2048,
-            hidden_size: 256,
-            intermediate_size: 768,
-            num_hidden_layers: 4,
-            num_attention_heads: 4,
-            num_key_value_heads: 2,
-            head_dim: 64,
-            max_position_embeddings: 2048,
-        }
-    }
-
-    /// A toy for tests: trains in seconds.
-    pub fn toy() -> Self {
-        Self {
-            vocab_size: 320,
-            hidden_size: 64,
-            intermediate_size: 128,
-            num_hidden_layers: 2,
-            num_attention_heads: 4,
-            num_key_value_heads: 2,
-            head_dim: 16,
-            max_position_embeddings: 1024,
-        }
-    }
-
-    fn spec(&self) -> Spec {
-        Spec {
-            vocab_size: self.vocab_size,
-            hidden_size: self.hidden_size,
-            intermediate_size: self.intermediate_size,
-            num_hidden_layers: self.num_hidden_layers,
-            num_attention_heads: self.num_attention_heads,
-            num_key_value_heads: self.num_key_value_heads,
-            head_dim: self.head_dim,
-            max_position_embeddings: self.max_position_embeddings,
-            ..Spec::toy()
-        }
-    }
 }
 
 /// Progress and results kept next to the weights (`train_state.json`).
@@ -280,7 +224,7 @@ pub fn train(o: &TrainOptions, command: &str) -> Result<TrainState> {
         o.seq_len.is_multiple_of(32),
         "seq_len must be a multiple of 32 (the largest block)"
     );
-    let spec = o.spec.spec();
+    let spec = &o.spec;
     std::fs::create_dir_all(&o.out)
         .with_context(|| format!("cannot create {}", o.out.display()))?;
     std::fs::create_dir_all(&o.state)
@@ -301,13 +245,13 @@ pub fn train(o: &TrainOptions, command: &str) -> Result<TrainState> {
             .map_err(|e| anyhow!("cannot read {}: {e}", tok_path.display()))?
     } else {
         let sample: Vec<String> = texts.iter().take(6000).cloned().collect();
-        super::bpe::train_tokenizer(&sample, o.spec.vocab_size, &tok_path)?
+        super::bpe::train_tokenizer(&sample, spec.vocab_size, &tok_path)?
     };
     ensure!(
-        tokenizer.get_vocab_size(true) <= o.spec.vocab_size,
+        tokenizer.get_vocab_size(true) <= spec.vocab_size,
         "tokenizer has {} tokens, more than vocab_size {}",
         tokenizer.get_vocab_size(true),
-        o.spec.vocab_size
+        spec.vocab_size
     );
     let mut stream: Vec<u32> = Vec::new();
     for t in &texts {
@@ -362,7 +306,7 @@ pub fn train(o: &TrainOptions, command: &str) -> Result<TrainState> {
         for (name, var) in data.iter() {
             let dims = var.as_tensor().dims().to_vec();
             let std = match name.as_str() {
-                "diffusion_head.weight" => 0.02 / (o.spec.hidden_size as f64).sqrt(),
+                "diffusion_head.weight" => 0.02 / (spec.hidden_size as f64).sqrt(),
                 "encoder.embed_tokens.weight" => 0.5,
                 n if n.ends_with("norm.weight") => continue,
                 _ => 1.0 / (dims[1] as f64).sqrt(),
@@ -434,7 +378,7 @@ pub fn train(o: &TrainOptions, command: &str) -> Result<TrainState> {
         }
         let out_of_time = o.max_minutes.is_some_and(|m| run_secs > m * 60.0);
         if state.step.is_multiple_of(o.checkpoint_every) || state.step == o.steps || out_of_time {
-            write_model_files(&o.out, &spec, &varmap)?;
+            write_model_files(&o.out, spec, &varmap)?;
             opt.save(&opt_path)?;
             std::fs::write(&state_path, serde_json::to_string(&state)?)?;
         }
