@@ -7,4 +7,6 @@ pub mod bench;
 pub mod engine;
 pub mod model;
 pub mod rng;
+pub mod trace;
 pub mod train;
+pub mod tui;

@@ -11,14 +11,21 @@ use clap::{Parser, Subcommand};
 
 /// Interactive diffusion-AR self-speculative decoding: draft, verify, see every round.
 #[derive(Debug, Parser)]
-#[command(name = "specscope", version, about, arg_required_else_help = true)]
+#[command(name = "specscope", version, about)]
 struct Cli {
+    /// Without a subcommand: the chat screen on the bundled model.
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// The full-screen chat: watch every draft/verify round live (the default).
+    Chat(Box<cli::chat::ChatArgs>),
+    /// Play a recording in the same screen (pause, step, seek, speed).
+    Replay(cli::chat::ReplayArgs),
+    /// Recordings without the screen: summary statistics, headless recording.
+    Trace(Box<cli::trace::TraceArgs>),
     /// Generate for one prompt without the screen and print the text (or JSON).
     Run(cli::run::RunArgs),
     /// Print causal next-token and bidirectional block top-k as JSON (port checks).
@@ -37,7 +44,17 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result = match cli.command {
+    let command = match cli.command {
+        Some(c) => c,
+        None => match Cli::try_parse_from(["specscope", "chat"]) {
+            Ok(Cli { command: Some(c) }) => c,
+            _ => return ExitCode::FAILURE,
+        },
+    };
+    let result = match command {
+        Command::Chat(a) => cli::chat::chat(*a),
+        Command::Replay(a) => cli::chat::replay(a),
+        Command::Trace(a) => cli::trace::run(*a),
         Command::Run(a) => cli::run::run(a),
         Command::Inspect(a) => cli::inspect::run(a),
         Command::Profile(a) => cli::profile::run(a),

@@ -1,11 +1,13 @@
 //! Subcommands of the `specscope` binary.
 
 pub mod bench;
+pub mod chat;
 pub mod eval;
 pub mod inspect;
 pub mod profile;
 pub mod run;
 pub mod survival;
+pub mod trace;
 pub mod train;
 
 use std::io::{IsTerminal, Read};

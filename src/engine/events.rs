@@ -260,6 +260,41 @@ pub enum DecodeEvent {
     },
 }
 
+impl DecodeEvent {
+    /// Every `kind` tag (readers skip kinds not listed here).
+    pub const KINDS: &'static [&'static str] = &[
+        "request_started",
+        "prefilled",
+        "block_chosen",
+        "drafted",
+        "branches_built",
+        "verified",
+        "branch_resolved",
+        "committed",
+        "forward",
+        "request_finished",
+        "engine_state",
+        "error",
+    ];
+
+    /// The request an event belongs to, when it belongs to one.
+    pub fn request(&self) -> Option<RequestId> {
+        match self {
+            DecodeEvent::RequestStarted { req, .. }
+            | DecodeEvent::Prefilled { req, .. }
+            | DecodeEvent::BlockChosen { req, .. }
+            | DecodeEvent::Drafted { req, .. }
+            | DecodeEvent::BranchesBuilt { req, .. }
+            | DecodeEvent::Verified { req, .. }
+            | DecodeEvent::BranchResolved { req, .. }
+            | DecodeEvent::Committed { req, .. }
+            | DecodeEvent::RequestFinished { req, .. } => Some(*req),
+            DecodeEvent::Error { req, .. } => *req,
+            DecodeEvent::Forward { .. } | DecodeEvent::EngineState { .. } => None,
+        }
+    }
+}
+
 /// Receives events; `detail` says whether per-position top-k is worth computing.
 pub trait EventSink {
     fn detail(&self) -> bool {

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
@@ -36,6 +37,8 @@ pub enum EngineCommand {
     Step,
     /// Change mode or block policy of the live requests.
     SetOptions(OptionsPatch),
+    /// Wait this long between rounds (slow motion for people watching; zero: none).
+    SetDelay(std::time::Duration),
     /// End the engine thread.
     Shutdown,
 }
@@ -125,12 +128,22 @@ impl Drop for EngineHandle {
 fn run(mut sched: Scheduler, rx: Receiver<EngineCommand>, mut sink: ChannelSink) {
     let mut paused = false;
     let mut step_once = false;
+    let mut delay = Duration::ZERO;
+    let mut next_round = Instant::now();
     loop {
         let idle = sched.active() == 0 || (paused && !step_once);
+        let wait = next_round.saturating_duration_since(Instant::now());
         let cmd = if idle {
             match rx.recv() {
                 Ok(c) => Some(c),
                 Err(_) => return,
+            }
+        } else if !wait.is_zero() && !step_once {
+            // Slow motion: commands still answer at once while the next round waits.
+            match rx.recv_timeout(wait) {
+                Ok(c) => Some(c),
+                Err(mpsc::RecvTimeoutError::Timeout) => continue,
+                Err(mpsc::RecvTimeoutError::Disconnected) => return,
             }
         } else {
             match rx.try_recv() {
@@ -183,12 +196,17 @@ fn run(mut sched: Scheduler, rx: Receiver<EngineCommand>, mut sink: ChannelSink)
                         });
                     }
                 }
+                EngineCommand::SetDelay(d) => {
+                    delay = d;
+                    next_round = Instant::now() + delay;
+                }
                 EngineCommand::Shutdown => return,
             }
             continue; // drain every pending command before the next round
         }
         if sched.active() > 0 && (!paused || step_once) {
             step_once = false;
+            next_round = Instant::now() + delay;
             if let Err(e) = sched.step(&mut sink) {
                 sink.emit(DecodeEvent::Error {
                     req: None,

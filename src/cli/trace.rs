@@ -1,0 +1,195 @@
+//! `specscope trace summary FILE` (statistics, headless) and `specscope trace record`
+//! (a recording of prompt-file requests, made without a screen).
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+
+use specscope::engine::{DecodeEvent, EventSink, Scheduler, Submit};
+use specscope::model::{ChatMessage, TextTokenizer};
+use specscope::trace::{
+    fnv1a_hex, read_trace, token_ids, Recorder, SessionEvent, Summary, TraceEvent, TraceHeader,
+};
+
+use super::run::DecodeArgs;
+use super::{ModelArgs, PromptFileArgs};
+
+#[derive(Debug, Clone, Args)]
+pub struct TraceArgs {
+    #[command(subcommand)]
+    pub command: TraceCommand,
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum TraceCommand {
+    /// Print a recording's statistics (TPF, acceptance per family, branches).
+    Summary {
+        file: PathBuf,
+        /// One JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Record requests from prompt files without the screen (how the demo was made).
+    Record(RecordArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RecordArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    #[command(flatten)]
+    pub prompts: PromptFileArgs,
+    #[command(flatten)]
+    pub decode: DecodeArgs,
+    /// The recording to write.
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+pub fn run(args: TraceArgs) -> Result<()> {
+    match args.command {
+        TraceCommand::Summary { file, json } => summary(file, json),
+        TraceCommand::Record(a) => record(a),
+    }
+}
+
+fn summary(file: PathBuf, json: bool) -> Result<()> {
+    let trace = read_trace(&file)?;
+    for w in &trace.warnings {
+        eprintln!("specscope: warning: {w}");
+    }
+    let s = Summary::of(trace.events.iter().map(|e| &e.event));
+    if json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+    } else {
+        let h = &trace.header;
+        println!(
+            "{}: {} on {}, {} {}, risk margin < {}",
+            file.display(),
+            h.model,
+            h.device,
+            h.mode,
+            h.block_policy,
+            h.risk.threshold
+        );
+        print!("{}", s.report());
+        if trace.recorded_summary().is_none() {
+            println!(
+                "(no session_end line: the recording was cut off; statistics cover what it holds)"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Writes every event (with token texts first) to the recording.
+struct RecordSink<'a> {
+    rec: Recorder,
+    tok: &'a TextTokenizer,
+    known: HashSet<u32>,
+    error: Option<anyhow::Error>,
+}
+
+impl RecordSink<'_> {
+    fn write(&mut self, e: TraceEvent) {
+        if self.error.is_none() {
+            if let Err(err) = self.rec.write(&e) {
+                self.error = Some(err);
+            }
+        }
+    }
+}
+
+impl EventSink for RecordSink<'_> {
+    fn detail(&self) -> bool {
+        true
+    }
+    fn emit(&mut self, e: DecodeEvent) {
+        let fresh: Vec<(u32, String)> = token_ids(&e)
+            .into_iter()
+            .filter(|id| self.known.insert(*id))
+            .map(|id| (id, self.tok.token_text(id)))
+            .collect();
+        if !fresh.is_empty() {
+            self.write(SessionEvent::TokenText { tokens: fresh }.into());
+        }
+        self.write(e.into());
+    }
+}
+
+fn record(args: RecordArgs) -> Result<()> {
+    let options = args.decode.options()?;
+    let records = args.prompts.records()?;
+    let loaded = args.model.load()?;
+    let mut header = TraceHeader::new(
+        loaded.files.label.clone(),
+        if loaded.device.is_cuda() {
+            "cuda"
+        } else {
+            "cpu"
+        }
+        .into(),
+    );
+    header.revision = loaded.files.commit.clone();
+    header.tokenizer_hash = std::fs::read(&loaded.files.tokenizer)
+        .map(|b| fnv1a_hex(&b))
+        .unwrap_or_default();
+    header.mode = serde_json::to_value(options.mode)?
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    header.block_policy = options.block_policy();
+    header.overlap = options.overlap;
+    header.risk.threshold = options.risk_threshold;
+    header.temperature = options.sampling.temperature;
+    header.seed = options.sampling.seed;
+    let rec = Recorder::create(&args.out, &header)?;
+    let mut sink = RecordSink {
+        rec,
+        tok: &loaded.tokenizer,
+        known: HashSet::new(),
+        error: None,
+    };
+    let mut sched = Scheduler::new(loaded.model.clone(), Some(loaded.tokenizer.clone()));
+    let mut per_family: std::collections::BTreeMap<String, usize> = Default::default();
+    let mut id = 1;
+    for r in &records {
+        let n = per_family.entry(r.family.clone()).or_default();
+        if args.prompts.limit.is_some_and(|l| *n >= l) {
+            continue;
+        }
+        *n += 1;
+        let mut messages = r.history.clone();
+        messages.push(ChatMessage::new("user", &r.prompt));
+        let prompt = loaded.tokenizer.encode_chat(&messages, false)?;
+        sink.write(
+            SessionEvent::UserMessage {
+                req: id,
+                text: r.prompt.clone(),
+                regenerate: false,
+            }
+            .into(),
+        );
+        sched.submit_with_id(
+            id,
+            Submit {
+                prompt,
+                options: options.clone(),
+                family: Some(r.family.clone()),
+            },
+            &mut sink,
+        )?;
+        sched.run_to_completion(&mut sink)?;
+        // Each prompt is its own exchange, not a continuation of the last.
+        sink.write(SessionEvent::ChatCleared.into());
+        id += 1;
+    }
+    if let Some(e) = sink.error.take() {
+        return Err(e);
+    }
+    let path = sink.rec.finish().context("cannot finish the recording")?;
+    eprintln!("specscope: wrote {} ({} requests)", path.display(), id - 1);
+    Ok(())
+}

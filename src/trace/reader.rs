@@ -1,0 +1,165 @@
+//! Reads and validates a recording. A cut-off last line (a killed process) replays up to
+//! the last full line with a warning; anything else malformed fails naming FILE:LINE.
+
+use std::path::Path;
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde_json::Value;
+
+use super::{SessionEvent, Stamped, TraceEvent, TraceHeader, FORMAT, SESSION_KINDS, TRACE_VERSION};
+use crate::engine::events::{DecodeEvent, EVENT_VERSION};
+
+/// A recording in memory.
+#[derive(Debug, Clone)]
+pub struct Trace {
+    pub header: TraceHeader,
+    pub events: Vec<Stamped>,
+    /// Things skipped or repaired while reading (shown, never fatal).
+    pub warnings: Vec<String>,
+}
+
+impl Trace {
+    /// The closing summary line, when the file has one.
+    pub fn recorded_summary(&self) -> Option<&super::Summary> {
+        self.events.iter().rev().find_map(|s| match &s.event {
+            TraceEvent::Session(SessionEvent::SessionEnd { summary }) => Some(summary),
+            _ => None,
+        })
+    }
+}
+
+/// Reads `path`.
+pub fn read_trace(path: &Path) -> Result<Trace> {
+    let bytes = std::fs::read(path)
+        .with_context(|| format!("cannot read the recording {}", path.display()))?;
+    parse_trace(&bytes, &path.display().to_string())
+}
+
+/// Parses recording bytes; `name` is used in messages.
+pub fn parse_trace(bytes: &[u8], name: &str) -> Result<Trace> {
+    let ends_with_newline = bytes.last() == Some(&b'\n');
+    let lines: Vec<&[u8]> = bytes.split(|b| *b == b'\n').collect();
+    // split yields an empty tail after a final newline.
+    let n_lines = if ends_with_newline {
+        lines.len() - 1
+    } else {
+        lines.len()
+    };
+    if n_lines == 0 || bytes.iter().all(|b| b.is_ascii_whitespace()) {
+        bail!("{name}: empty file, not a specscope recording");
+    }
+    let header = parse_header(lines[0], name)?;
+    let mut events = Vec::new();
+    let mut warnings = Vec::new();
+    for (i, raw) in lines.iter().enumerate().take(n_lines).skip(1) {
+        let lineno = i + 1;
+        let is_cut = i == n_lines - 1 && !ends_with_newline;
+        let text = match std::str::from_utf8(raw) {
+            Ok(t) => t,
+            Err(_) if is_cut => {
+                warnings.push(cut_warning(name, lineno));
+                break;
+            }
+            Err(e) => bail!("{name}:{lineno}: invalid UTF-8 ({e})"),
+        };
+        let trimmed = text.trim();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        let value: Value = match serde_json::from_str(trimmed) {
+            Ok(v) => v,
+            Err(_) if is_cut => {
+                warnings.push(cut_warning(name, lineno));
+                break;
+            }
+            Err(e) => bail!("{name}:{lineno}: bad JSON: {e}"),
+        };
+        match parse_event(value).with_context(|| format!("{name}:{lineno}"))? {
+            Parsed::Event(s) => events.push(s),
+            Parsed::Unknown(kind) => warnings.push(format!(
+                "{name}:{lineno}: unknown event kind `{kind}` skipped"
+            )),
+        }
+    }
+    Ok(Trace {
+        header,
+        events,
+        warnings,
+    })
+}
+
+fn cut_warning(name: &str, lineno: usize) -> String {
+    format!(
+        "{name}:{lineno}: the last line is incomplete (the recording was cut off); replaying up to line {}",
+        lineno - 1
+    )
+}
+
+fn parse_header(raw: &[u8], name: &str) -> Result<TraceHeader> {
+    let text = std::str::from_utf8(raw).map_err(|e| anyhow!("{name}:1: invalid UTF-8 ({e})"))?;
+    let value: Value = serde_json::from_str(text.trim()).map_err(|e| {
+        anyhow!("{name}:1: the header is not JSON ({e}); is this a specscope recording?")
+    })?;
+    match value.get("format").and_then(Value::as_str) {
+        Some(FORMAT) => {}
+        Some(other) => bail!("{name}:1: format is `{other}`, expected `{FORMAT}`"),
+        None => bail!("{name}:1: the header has no `format` field; is this a specscope recording?"),
+    }
+    let version = value.get("version").and_then(Value::as_u64);
+    if version != Some(u64::from(TRACE_VERSION)) {
+        bail!(
+            "{name}:1: unknown recording version {} (this specscope reads version {TRACE_VERSION})",
+            version.map_or("(missing)".to_string(), |v| v.to_string())
+        );
+    }
+    let ev = value.get("event_version").and_then(Value::as_u64);
+    if ev != Some(u64::from(EVENT_VERSION)) {
+        bail!(
+            "{name}:1: unknown event version {} (this specscope reads version {EVENT_VERSION})",
+            ev.map_or("(missing)".to_string(), |v| v.to_string())
+        );
+    }
+    serde_json::from_value(value).map_err(|e| anyhow!("{name}:1: bad header: {e}"))
+}
+
+enum Parsed {
+    Event(Stamped),
+    Unknown(String),
+}
+
+fn parse_event(mut value: Value) -> Result<Parsed> {
+    let obj = value
+        .as_object_mut()
+        .ok_or_else(|| anyhow!("an event must be a JSON object"))?;
+    let t = obj
+        .remove("t")
+        .and_then(|v| v.as_f64())
+        .filter(|t| t.is_finite() && *t >= 0.0)
+        .ok_or_else(|| anyhow!("field `t` (seconds since the start) is missing or not a number"))?;
+    let seq = obj
+        .remove("seq")
+        .and_then(|v| v.as_u64())
+        .ok_or_else(|| anyhow!("field `seq` is missing or not an integer"))?;
+    let kind = obj
+        .get("kind")
+        .and_then(Value::as_str)
+        .ok_or_else(|| anyhow!("field `kind` is missing or not a string"))?
+        .to_string();
+    // Through text, not `from_value`: integer map keys (block sizes) are strings in JSON
+    // and only the text deserializer turns them back into numbers.
+    let text = value.to_string();
+    let event = if SESSION_KINDS.contains(&kind.as_str()) {
+        TraceEvent::Session(
+            serde_json::from_str::<SessionEvent>(&text)
+                .with_context(|| format!("bad `{kind}` event"))?,
+        )
+    } else if DecodeEvent::KINDS.contains(&kind.as_str()) {
+        TraceEvent::Decode(
+            serde_json::from_str::<DecodeEvent>(&text)
+                .with_context(|| format!("bad `{kind}` event"))?,
+        )
+    } else {
+        return Ok(Parsed::Unknown(kind));
+    };
+    Ok(Parsed::Event(Stamped { t, seq, event }))
+}

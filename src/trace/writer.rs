@@ -1,0 +1,112 @@
+//! Writes a recording line by line, flushed as it goes, so a killed process leaves a
+//! readable prefix.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use serde_json::{Map, Value};
+
+use super::summary::SummaryBuilder;
+use super::{SessionEvent, TraceEvent, TraceHeader};
+
+/// An open recording.
+pub struct Recorder {
+    path: PathBuf,
+    file: File,
+    start: Instant,
+    seq: u64,
+    summary: SummaryBuilder,
+    finished: bool,
+}
+
+/// Serialises one stamped line (no newline).
+pub fn encode_line(t: f64, seq: u64, event: &TraceEvent) -> Result<String> {
+    let body = match event {
+        TraceEvent::Decode(d) => serde_json::to_value(d),
+        TraceEvent::Session(s) => serde_json::to_value(s),
+    }
+    .context("cannot serialise an event")?;
+    let mut obj = Map::new();
+    // Rounded to microseconds: the file stays short and `t` still orders events.
+    obj.insert("t".into(), Value::from((t * 1e6).round() / 1e6));
+    obj.insert("seq".into(), Value::from(seq));
+    if let Value::Object(fields) = body {
+        obj.extend(fields);
+    }
+    Ok(Value::Object(obj).to_string())
+}
+
+impl Recorder {
+    /// Creates (or truncates) `path` and writes the header line.
+    pub fn create(path: &Path, header: &TraceHeader) -> Result<Self> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create the directory {}", dir.display()))?;
+        }
+        let mut file = File::create(path)
+            .with_context(|| format!("cannot create the recording {}", path.display()))?;
+        let line = serde_json::to_string(header).context("cannot serialise the header")?;
+        writeln!(file, "{line}")
+            .and_then(|_| file.flush())
+            .with_context(|| format!("cannot write to {}", path.display()))?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            file,
+            start: Instant::now(),
+            seq: 0,
+            summary: SummaryBuilder::default(),
+            finished: false,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Seconds since the recording started.
+    pub fn elapsed(&self) -> f64 {
+        self.start.elapsed().as_secs_f64()
+    }
+
+    /// Appends one event stamped now.
+    pub fn write(&mut self, event: &TraceEvent) -> Result<()> {
+        let t = self.elapsed();
+        self.write_at(t, event)
+    }
+
+    /// Appends one event with a given time (replays of other clocks, tests).
+    pub fn write_at(&mut self, t: f64, event: &TraceEvent) -> Result<()> {
+        self.summary.push(event);
+        let line = encode_line(t, self.seq, event)?;
+        self.seq += 1;
+        // One write per line, then flush: a crash loses at most the line being written.
+        writeln!(self.file, "{line}")
+            .and_then(|_| self.file.flush())
+            .with_context(|| format!("cannot write to {}", self.path.display()))
+    }
+
+    /// Writes the `session_end` summary line. Dropping without it leaves a file that
+    /// still replays (readers do not need the summary).
+    pub fn finish(mut self) -> Result<PathBuf> {
+        self.finish_inner()?;
+        Ok(self.path.clone())
+    }
+
+    fn finish_inner(&mut self) -> Result<()> {
+        if self.finished {
+            return Ok(());
+        }
+        self.finished = true;
+        let summary = self.summary.summary.clone();
+        self.write(&TraceEvent::Session(SessionEvent::SessionEnd { summary }))
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        let _ = self.finish_inner();
+    }
+}

@@ -1,0 +1,167 @@
+//! The multi-line input box with its history.
+
+/// An edit of the input text (keys the keymap does not claim).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InputEdit {
+    Insert(char),
+    /// Bracketed paste: inserted as is, newlines included.
+    Paste(String),
+    Backspace,
+    Delete,
+    Left,
+    Right,
+    Home,
+    End,
+}
+
+/// Text being typed, a cursor (byte offset) and the previously sent messages.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Input {
+    pub text: String,
+    pub cursor: usize,
+    pub history: Vec<String>,
+    /// Position in `history` while browsing it.
+    browsing: Option<usize>,
+    /// What was typed before browsing started.
+    draft: String,
+}
+
+impl Input {
+    pub fn is_empty(&self) -> bool {
+        self.text.is_empty()
+    }
+
+    pub fn edit(&mut self, e: InputEdit) {
+        match e {
+            InputEdit::Insert(c) => {
+                self.text.insert(self.cursor, c);
+                self.cursor += c.len_utf8();
+            }
+            InputEdit::Paste(s) => {
+                let s = s.replace("\r\n", "\n").replace('\r', "\n");
+                self.text.insert_str(self.cursor, &s);
+                self.cursor += s.len();
+            }
+            InputEdit::Backspace => {
+                if let Some(c) = self.text[..self.cursor].chars().next_back() {
+                    self.cursor -= c.len_utf8();
+                    self.text.remove(self.cursor);
+                }
+            }
+            InputEdit::Delete => {
+                if self.cursor < self.text.len() {
+                    self.text.remove(self.cursor);
+                }
+            }
+            InputEdit::Left => {
+                if let Some(c) = self.text[..self.cursor].chars().next_back() {
+                    self.cursor -= c.len_utf8();
+                }
+            }
+            InputEdit::Right => {
+                if let Some(c) = self.text[self.cursor..].chars().next() {
+                    self.cursor += c.len_utf8();
+                }
+            }
+            InputEdit::Home => {
+                self.cursor = self.text[..self.cursor].rfind('\n').map_or(0, |i| i + 1);
+            }
+            InputEdit::End => {
+                self.cursor += self.text[self.cursor..]
+                    .find('\n')
+                    .unwrap_or(self.text.len() - self.cursor);
+            }
+        }
+        self.browsing = None;
+    }
+
+    pub fn newline(&mut self) {
+        self.edit(InputEdit::Insert('\n'));
+    }
+
+    pub fn clear(&mut self) {
+        self.text.clear();
+        self.cursor = 0;
+        self.browsing = None;
+    }
+
+    /// Takes the text out (for sending) and remembers it in the history.
+    pub fn take(&mut self) -> String {
+        let text = std::mem::take(&mut self.text);
+        self.cursor = 0;
+        self.browsing = None;
+        if !text.trim().is_empty() && self.history.last() != Some(&text) {
+            self.history.push(text.clone());
+        }
+        text
+    }
+
+    pub fn history_prev(&mut self) {
+        if self.history.is_empty() {
+            return;
+        }
+        let i = match self.browsing {
+            None => {
+                self.draft = self.text.clone();
+                self.history.len() - 1
+            }
+            Some(i) => i.saturating_sub(1),
+        };
+        self.browsing = Some(i);
+        self.text = self.history[i].clone();
+        self.cursor = self.text.len();
+    }
+
+    pub fn history_next(&mut self) {
+        let Some(i) = self.browsing else { return };
+        if i + 1 < self.history.len() {
+            self.browsing = Some(i + 1);
+            self.text = self.history[i + 1].clone();
+        } else {
+            self.browsing = None;
+            self.text = std::mem::take(&mut self.draft);
+        }
+        self.cursor = self.text.len();
+    }
+
+    /// (line, column in chars) of the cursor.
+    pub fn cursor_line_col(&self) -> (usize, usize) {
+        let before = &self.text[..self.cursor];
+        let line = before.matches('\n').count();
+        let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count());
+        (line, col)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn typing_editing_and_history() {
+        let mut i = Input::default();
+        for c in "hé!".chars() {
+            i.edit(InputEdit::Insert(c));
+        }
+        i.edit(InputEdit::Left);
+        i.edit(InputEdit::Backspace);
+        assert_eq!(i.text, "h!");
+        i.newline();
+        i.edit(InputEdit::Paste("a\r\nb".into()));
+        assert_eq!(i.text, "h\na\nb!");
+        assert_eq!(i.cursor_line_col(), (2, 1));
+        i.edit(InputEdit::Home);
+        assert_eq!(i.cursor_line_col(), (2, 0));
+        assert_eq!(i.take(), "h\na\nb!");
+        i.edit(InputEdit::Insert('x'));
+        i.take();
+        i.edit(InputEdit::Insert('y'));
+        i.history_prev();
+        assert_eq!(i.text, "x");
+        i.history_prev();
+        assert_eq!(i.text, "h\na\nb!");
+        i.history_next();
+        i.history_next();
+        assert_eq!(i.text, "y");
+    }
+}

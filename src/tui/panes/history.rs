@@ -1,0 +1,260 @@
+//! Acceptance history: per-round bars coloured by outcome, the block-size timeline,
+//! an acceptance histogram per prompt family, branch hit rates, TPF and tokens/s over
+//! time.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Margin, Rect};
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Paragraph, Widget};
+use ratatui::Frame;
+
+use crate::tui::render::pane;
+use crate::tui::state::{RoundView, Sample, State};
+use crate::tui::theme::Theme;
+
+const EIGHTHS: [char; 9] = [' ', '▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+/// Histogram buckets of acceptance length: 1, 2, 3–4, 5–8, 9–16, 17–32, 33+.
+const BUCKETS: [(usize, usize); 7] = [
+    (1, 1),
+    (2, 2),
+    (3, 4),
+    (5, 8),
+    (9, 16),
+    (17, 32),
+    (33, usize::MAX),
+];
+/// Rounds a rate is averaged over in the timeline.
+const WINDOW: usize = 8;
+
+/// Bar style of a round: reused block, full block, or a reject.
+pub fn bar_style(r: &RoundView, t: &Theme) -> Style {
+    if r.reused.is_some() {
+        t.bar_reused
+    } else if r.verdict.as_ref().is_some_and(|v| v.first_reject.is_none()) {
+        t.bar_full
+    } else {
+        t.bar_partial
+    }
+}
+
+fn block_glyph(b: usize) -> char {
+    match b {
+        0 | 1 => '·',
+        2..=4 => '▂',
+        5..=8 => '▃',
+        9..=16 => '▅',
+        _ => '█',
+    }
+}
+
+/// Sparkline of values scaled to their maximum.
+pub fn sparkline(values: &[f64], width: usize) -> String {
+    let vals = &values[values.len().saturating_sub(width)..];
+    let max = vals.iter().copied().fold(0.0f64, f64::max);
+    vals.iter()
+        .map(|v| {
+            if max <= 0.0 {
+                EIGHTHS[0]
+            } else {
+                EIGHTHS[((v / max) * 8.0).round().clamp(1.0, 8.0) as usize]
+            }
+        })
+        .collect()
+}
+
+/// Windowed TPF and tokens/s after each round.
+pub fn rates(samples: &[Sample]) -> (Vec<f64>, Vec<f64>) {
+    let mut tpf = Vec::new();
+    let mut tps = Vec::new();
+    for i in 0..samples.len() {
+        let j = i.saturating_sub(WINDOW);
+        let (a, b) = (&samples[j], &samples[i]);
+        let (a_tok, a_fwd, a_ms, a_all) = if i == j {
+            (0, 0, 0.0, 0)
+        } else {
+            (a.decode_tokens, a.decode_forwards, a.forward_ms, a.tokens)
+        };
+        let fw = b.decode_forwards.saturating_sub(a_fwd);
+        tpf.push(if fw > 0 {
+            (b.decode_tokens.saturating_sub(a_tok)) as f64 / fw as f64
+        } else {
+            0.0
+        });
+        let ms = b.forward_ms - a_ms;
+        tps.push(if ms > 0.0 {
+            (b.tokens.saturating_sub(a_all)) as f64 / (ms / 1e3)
+        } else {
+            0.0
+        });
+    }
+    (tpf, tps)
+}
+
+/// Per-round bars: height = advanced / block size, 4 rows of eighths.
+struct Bars<'a> {
+    rounds: &'a [RoundView],
+    highlight: Option<usize>,
+    theme: &'a Theme,
+}
+
+impl Widget for Bars<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        let h = usize::from(area.height);
+        for (x, r) in self.rounds.iter().enumerate().take(usize::from(area.width)) {
+            let Some(adv) = r.advance() else { continue };
+            let b = r.block_size.unwrap_or(r.block.len()).max(1);
+            let frac = (adv as f64 / b as f64).clamp(0.0, 1.0);
+            let mut eighths = (frac * (h * 8) as f64).round() as usize;
+            eighths = eighths.max(1);
+            let mut style = bar_style(r, self.theme);
+            if self.highlight == Some(x) {
+                style = style.patch(self.theme.selected);
+            }
+            for row in 0..h {
+                let fill = eighths.saturating_sub(row * 8).min(8);
+                let y = area.y + (h - 1 - row) as u16;
+                if let Some(cell) = buf.cell_mut((area.x + x as u16, y)) {
+                    cell.set_char(EIGHTHS[fill]).set_style(style);
+                }
+            }
+        }
+    }
+}
+
+pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme) {
+    let sm = &s.summary.summary;
+    let title = format!(
+        " history · {} rounds · mean acceptance {:.2} · TPF {:.2} ",
+        sm.rounds,
+        sm.mean_accept(),
+        sm.tpf()
+    );
+    f.render_widget(pane(title, t), area);
+    let inner = area.inner(Margin::new(1, 1));
+    if inner.height < 8 || inner.width < 20 {
+        return;
+    }
+    let label_w = 7u16;
+    let plot_w = usize::from(inner.width - label_w);
+    let verified: Vec<usize> = (0..s.rounds.len())
+        .filter(|i| s.rounds[*i].verdict.is_some())
+        .collect();
+    let start = verified.len().saturating_sub(plot_w);
+    let shown: Vec<RoundView> = verified[start..]
+        .iter()
+        .map(|i| s.rounds[*i].clone())
+        .collect();
+    let highlight = s
+        .view
+        .and_then(|v| verified[start..].iter().position(|i| *i == v));
+
+    // Rows 0-3: bars; row 4: block sizes.
+    let label = |f: &mut Frame, y: u16, text: &str| {
+        f.render_widget(
+            Paragraph::new(Line::styled(text.to_string(), t.dim)),
+            Rect::new(inner.x, inner.y + y, label_w, 1),
+        );
+    };
+    label(f, 0, "accept");
+    label(f, 1, "/ B");
+    f.render_widget(
+        Bars {
+            rounds: &shown,
+            highlight,
+            theme: t,
+        },
+        Rect::new(inner.x + label_w, inner.y, plot_w as u16, 4),
+    );
+    label(f, 4, "B");
+    let blocks: String = shown
+        .iter()
+        .map(|r| block_glyph(r.block_size.unwrap_or(r.block.len())))
+        .collect();
+    f.render_widget(
+        Paragraph::new(Line::styled(blocks, t.dim)),
+        Rect::new(inner.x + label_w, inner.y + 4, plot_w as u16, 1),
+    );
+
+    let mut lines: Vec<Line> = Vec::new();
+    let legend = Line::from(vec![
+        Span::styled("█ full  ", t.bar_full),
+        Span::styled("█ reject  ", t.bar_partial),
+        Span::styled("█ reused branch  ", t.bar_reused),
+        Span::styled("B: ▂4 ▃8 ▅16 █32", t.dim),
+    ]);
+    lines.push(legend);
+    for (fam, fs) in &sm.families {
+        let counts: Vec<usize> = BUCKETS
+            .iter()
+            .map(|(lo, hi)| {
+                fs.hist
+                    .iter()
+                    .enumerate()
+                    .filter(|(a, _)| a >= lo && a <= hi)
+                    .map(|(_, n)| n)
+                    .sum()
+            })
+            .collect();
+        let max = counts.iter().copied().max().unwrap_or(0).max(1);
+        let bars: String = counts
+            .iter()
+            .map(|c| {
+                if *c == 0 {
+                    '·'
+                } else {
+                    EIGHTHS[(c * 8).div_ceil(max).clamp(1, 8)]
+                }
+            })
+            .collect();
+        lines.push(Line::from(vec![
+            Span::styled(format!("{fam:<6} "), t.text),
+            Span::styled(bars, t.accepted),
+            Span::styled(
+                format!(
+                    "  1 2 4 8 16 32+  mean {:.2} · {} rounds",
+                    fs.mean(),
+                    fs.rounds
+                ),
+                t.dim,
+            ),
+        ]));
+    }
+    let mut br: Vec<Span> = vec![Span::styled("branches ", t.dim)];
+    if sm.branches.is_empty() {
+        br.push(Span::styled("none built", t.dim));
+    }
+    for (label, c) in &sm.branches {
+        br.push(Span::styled(
+            format!("{label} {}/{} ", c.hits, c.built),
+            t.text,
+        ));
+    }
+    br.push(Span::styled(
+        format!(
+            "· hit {:.0}% · {} drafts saved",
+            100.0 * sm.hit_rate(),
+            sm.reused_blocks
+        ),
+        t.dim,
+    ));
+    lines.push(Line::from(br));
+    let (tpf, tps) = rates(&s.samples);
+    let w = usize::from(inner.width / 2).saturating_sub(16).max(4);
+    lines.push(Line::from(vec![
+        Span::styled("TPF ", t.dim),
+        Span::styled(sparkline(&tpf, w), t.accepted),
+        Span::styled(
+            format!(" {:.2}   ", tpf.last().copied().unwrap_or(0.0)),
+            t.text,
+        ),
+        Span::styled("tok/s ", t.dim),
+        Span::styled(sparkline(&tps, w), t.continuation),
+        Span::styled(
+            format!(" {:.0}", tps.last().copied().unwrap_or(0.0)),
+            t.text,
+        ),
+    ]));
+    let rest = Rect::new(inner.x, inner.y + 5, inner.width, inner.height - 5);
+    f.render_widget(Paragraph::new(lines), rest);
+}

@@ -1,0 +1,96 @@
+//! Drawing the whole screen from a state snapshot (pure: state in, cells out).
+
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
+use ratatui::Frame;
+
+use super::keymap::Keymap;
+use super::panes;
+use super::state::State;
+use super::theme::Theme;
+
+/// The smallest screen the layout works in.
+pub const MIN_WIDTH: u16 = 80;
+pub const MIN_HEIGHT: u16 = 20;
+
+/// Where each pane goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Areas {
+    pub chat: Rect,
+    pub input: Rect,
+    pub round: Rect,
+    pub history: Rect,
+    pub status: Rect,
+}
+
+/// Rows the input box takes for `lines` lines of text (borders included).
+fn input_height(lines: usize) -> u16 {
+    (lines.clamp(1, 6) as u16) + 2
+}
+
+pub fn layout(area: Rect, input_lines: usize) -> Areas {
+    let [main, status] = Layout::vertical([Constraint::Min(1), Constraint::Length(1)]).areas(area);
+    let [left, right] =
+        Layout::horizontal([Constraint::Percentage(45), Constraint::Percentage(55)]).areas(main);
+    let [chat, input] = Layout::vertical([
+        Constraint::Min(3),
+        Constraint::Length(input_height(input_lines)),
+    ])
+    .areas(left);
+    let [round, history] =
+        Layout::vertical([Constraint::Min(10), Constraint::Length(14)]).areas(right);
+    Areas {
+        chat,
+        input,
+        round,
+        history,
+        status,
+    }
+}
+
+/// The chat text area (inside the border) for a screen size: what `Msg::ChatArea` says.
+pub fn chat_text_area(area: Rect, input_lines: usize) -> Rect {
+    layout(area, input_lines)
+        .chat
+        .inner(ratatui::layout::Margin::new(1, 1))
+}
+
+pub fn draw(f: &mut Frame, s: &State, theme: &Theme, keys: &Keymap) {
+    let area = f.area();
+    if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
+        let msg = format!(
+            "The terminal is too small for specscope: {}x{}, needs at least {MIN_WIDTH}x{MIN_HEIGHT}.\nMake the window bigger (Ctrl+Q quits).",
+            area.width, area.height
+        );
+        f.render_widget(
+            Paragraph::new(msg)
+                .style(theme.warning)
+                .wrap(Wrap { trim: true }),
+            area,
+        );
+        return;
+    }
+    let a = layout(
+        area,
+        s.input.text.lines().count().max(1) + usize::from(s.input.text.ends_with('\n')),
+    );
+    panes::chat::draw(f, a.chat, a.input, s, theme);
+    panes::round::draw(f, a.round, s, theme);
+    panes::history::draw(f, a.history, s, theme);
+    panes::status::draw(f, a.status, s, theme, keys);
+    if s.help {
+        let w = area.width.min(100);
+        let h = area.height.saturating_sub(4).min(44);
+        let r = Rect::new(area.x + (area.width - w) / 2, area.y + 2, w, h);
+        f.render_widget(Clear, r);
+        panes::help::draw(f, r, theme, keys);
+    }
+}
+
+/// A bordered block with a title in the theme's colours.
+pub fn pane<'a>(title: impl Into<ratatui::text::Line<'a>>, theme: &Theme) -> Block<'a> {
+    Block::default()
+        .borders(Borders::ALL)
+        .border_style(theme.border)
+        .title(title.into().style(theme.title))
+}
