@@ -11,11 +11,18 @@ use clap::{Parser, Subcommand};
 
 /// Interactive diffusion-AR self-speculative decoding: draft, verify, see every round.
 #[derive(Debug, Parser)]
-#[command(name = "specscope", version, about)]
+#[command(
+    name = "specscope",
+    version,
+    about,
+    args_conflicts_with_subcommands = true
+)]
 struct Cli {
-    /// Without a subcommand: the chat screen on the bundled model.
     #[command(subcommand)]
     command: Option<Command>,
+    /// Without a subcommand: the chat screen (bundled model unless --model).
+    #[command(flatten)]
+    chat: cli::chat::ChatArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -44,13 +51,9 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let command = match cli.command {
-        Some(c) => c,
-        None => match Cli::try_parse_from(["specscope", "chat"]) {
-            Ok(Cli { command: Some(c) }) => c,
-            _ => return ExitCode::FAILURE,
-        },
-    };
+    let command = cli
+        .command
+        .unwrap_or_else(|| Command::Chat(Box::new(cli.chat)));
     let result = match command {
         Command::Chat(a) => cli::chat::chat(*a),
         Command::Replay(a) => cli::chat::replay(a),

@@ -182,8 +182,6 @@ fn record(args: RecordArgs) -> Result<()> {
             &mut sink,
         )?;
         sched.run_to_completion(&mut sink)?;
-        // Each prompt is its own exchange, not a continuation of the last.
-        sink.write(SessionEvent::ChatCleared.into());
         id += 1;
     }
     if let Some(e) = sink.error.take() {

@@ -1,0 +1,341 @@
+//! Recordings: a live session recorded through the real app loop replays to the same
+//! transcript and statistics; malformed files fail with FILE:LINE (a cut-off tail
+//! replays with a warning); the reader never panics on arbitrary bytes.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use proptest::prelude::*;
+use ratatui::backend::TestBackend;
+use ratatui::Terminal;
+
+use specscope::engine::{DecodeEvent, DecodeOptions, EngineHandle, Mode, Scheduler};
+use specscope::model::{self, LoadOptions, ModelSource};
+use specscope::trace::reader::parse_trace;
+use specscope::trace::{read_trace, Summary, TraceEvent, TraceHeader};
+use specscope::tui::app::{run_live, run_replay, Live, Player, Screen, TermInput, Ui};
+use specscope::tui::keymap::Keymap;
+use specscope::tui::state::{Role, State, UiOptions};
+use specscope::tui::theme::Theme;
+
+fn ui() -> Ui {
+    Ui {
+        theme: Theme::dark(),
+        keymap: Keymap::builtin(),
+        warnings: Vec::new(),
+    }
+}
+
+fn key(code: KeyCode, m: KeyModifiers) -> TermInput {
+    TermInput::Key(KeyEvent::new(code, m))
+}
+
+fn type_line(tx: &tokio::sync::mpsc::UnboundedSender<TermInput>, text: &str) {
+    for c in text.chars() {
+        tx.send(key(KeyCode::Char(c), KeyModifiers::NONE)).unwrap();
+    }
+    tx.send(key(KeyCode::Enter, KeyModifiers::NONE)).unwrap();
+}
+
+fn count(path: &Path, needle: &str) -> usize {
+    std::fs::read_to_string(path)
+        .map(|s| s.matches(needle).count())
+        .unwrap_or(0)
+}
+
+fn wait_for(path: &Path, needle: &str, n: usize) {
+    let start = Instant::now();
+    while count(path, needle) < n {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "timed out waiting for {n}× {needle}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn options(mode: Mode) -> UiOptions {
+    UiOptions {
+        mode,
+        block: 16,
+        overlap: true,
+        adaptive: true,
+    }
+}
+
+fn transcript(s: &State) -> Vec<(Role, String)> {
+    s.transcript
+        .iter()
+        .map(|t| (t.role, t.text.clone()))
+        .collect()
+}
+
+/// Record a two-question chat (with a mode switch) through the live app, then replay
+/// the file: same transcript, same statistics, and the summary line agrees.
+#[test]
+fn live_session_records_and_replays_identically() {
+    let files = ModelSource::Bundled.resolve().unwrap();
+    let device = candle_core::Device::Cpu;
+    let (m, _) = model::load(&files, &device, LoadOptions::default()).unwrap();
+    let tok = model::load_tokenizer(&files, m.config()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("session.jsonl");
+    let context = m.config().max_position_embeddings;
+    let (handle, events) = EngineHandle::spawn(Scheduler::new(m, Some(tok.clone())));
+    let live = Live {
+        handle,
+        events,
+        tokenizer: tok,
+        base: DecodeOptions {
+            max_new_tokens: 48,
+            ..DecodeOptions::default()
+        },
+        context,
+        header: TraceHeader::new("bundled:tiny-nld".into(), "cpu".into()),
+        record: Some(path.clone()),
+    };
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let app = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let mut screen = Screen::new(Terminal::new(TestBackend::new(160, 48)).unwrap(), false);
+        let mut s = State::new("bundled:tiny-nld", "cpu", options(Mode::Recguide));
+        rt.block_on(run_live(&mut screen, &mut rx, live, &ui(), &mut s))
+            .unwrap();
+        (s, screen.frames)
+    });
+    type_line(&tx, "What is 12 plus 7?");
+    wait_for(&path, "\"kind\":\"request_finished\"", 1);
+    // F2 cycles RecGuide → AR; the second answer is decoded in AR mode.
+    tx.send(key(KeyCode::F(2), KeyModifiers::NONE)).unwrap();
+    type_line(&tx, "List three colours.");
+    wait_for(&path, "\"kind\":\"request_finished\"", 2);
+    tx.send(key(KeyCode::Char('q'), KeyModifiers::CONTROL))
+        .unwrap();
+    let (live_state, frames) = app.join().unwrap();
+    assert!(frames > 2, "the app drew {frames} frames");
+
+    let trace = read_trace(&path).unwrap();
+    assert!(trace.warnings.is_empty(), "{:?}", trace.warnings);
+    let modes: Vec<Mode> = trace
+        .events
+        .iter()
+        .filter_map(|e| match &e.event {
+            TraceEvent::Decode(DecodeEvent::RequestStarted { mode, .. }) => Some(*mode),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(modes, vec![Mode::Recguide, Mode::Ar]);
+
+    // Replay every event through the same reducer.
+    let mut s = State::new("replay", "cpu", options(Mode::Recguide));
+    let mut player = Player::new(trace.clone(), "session.jsonl".into());
+    player.advance(&mut s, 1e9);
+    assert_eq!(player.pos, trace.events.len());
+    let live_t = transcript(&live_state);
+    assert_eq!(live_t.len(), 4, "{live_t:?}");
+    assert!(live_t.iter().all(|(_, t)| !t.is_empty()));
+    assert_eq!(transcript(&s), live_t);
+
+    let from_file = Summary::of(trace.events.iter().map(|e| &e.event));
+    let recorded = trace.recorded_summary().expect("session_end line");
+    assert_eq!(&from_file, recorded);
+    assert_eq!(s.summary.summary, *recorded);
+    assert_eq!(live_state.summary.summary, *recorded);
+    assert_eq!(recorded.requests, 2);
+    assert_eq!(recorded.finished, 2);
+    assert!(recorded.rounds > 4 && recorded.decode_forwards > 0);
+    // The rounds the screen walked are the same in the replay (times aside: the file
+    // keeps them to the microsecond).
+    let untimed = |s: &State| {
+        s.rounds
+            .iter()
+            .map(|r| {
+                let mut r = r.clone();
+                r.t = 0.0;
+                r
+            })
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        untimed(&s) == untimed(&live_state),
+        "replayed rounds differ"
+    );
+}
+
+/// `specscope replay` in a test terminal: step pauses and feeds exactly one round,
+/// seeking back rebuilds the state, and the final transcript is the recording's.
+#[test]
+fn replay_controls_step_and_seek() {
+    let trace = read_trace(&demo()).unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let t2 = trace.clone();
+    let app = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let mut screen = Screen::new(Terminal::new(TestBackend::new(160, 48)).unwrap(), false);
+        let mut s = State::new("demo", "cpu", options(Mode::Recguide));
+        let mut player = Player::new(t2, "demo.jsonl".into());
+        player.playing = false;
+        rt.block_on(run_replay(&mut screen, &mut rx, player, &ui(), &mut s))
+            .unwrap();
+        s
+    });
+    for _ in 0..5 {
+        tx.send(key(KeyCode::F(6), KeyModifiers::NONE)).unwrap();
+    }
+    tx.send(key(KeyCode::Right, KeyModifiers::CONTROL)).unwrap(); // +10 rounds
+    tx.send(key(KeyCode::Left, KeyModifiers::CONTROL)).unwrap(); // −10 rounds
+    tx.send(key(KeyCode::Char('q'), KeyModifiers::CONTROL))
+        .unwrap();
+    let s = app.join().unwrap();
+    assert_eq!(s.summary.summary.rounds, 5, "five steps, +10 −10");
+    assert!(s.replay.is_some());
+
+    // Played to the end, the transcript holds every recorded answer.
+    let mut s = State::new("demo", "cpu", options(Mode::Recguide));
+    let mut player = Player::new(trace.clone(), "demo".into());
+    player.advance(&mut s, 1e9);
+    let finished: Vec<String> = trace
+        .events
+        .iter()
+        .filter_map(|e| match &e.event {
+            TraceEvent::Decode(DecodeEvent::RequestFinished { text, .. }) => Some(text.clone()),
+            _ => None,
+        })
+        .collect();
+    let last = s.transcript.last().unwrap();
+    assert_eq!(&last.text, finished.last().unwrap());
+    assert_eq!(s.summary.summary, *trace.recorded_summary().unwrap());
+}
+
+fn demo() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo.jsonl")
+}
+
+fn demo_bytes() -> Vec<u8> {
+    std::fs::read(demo()).unwrap()
+}
+
+fn nth_line_start(bytes: &[u8], n: usize) -> usize {
+    bytes
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| **b == b'\n')
+        .nth(n - 1)
+        .map(|(i, _)| i + 1)
+        .unwrap()
+}
+
+#[test]
+fn truncated_tail_replays_up_to_the_last_full_line() {
+    let bytes = demo_bytes();
+    let full = parse_trace(&bytes, "demo").unwrap();
+    // Cut in the middle of line 40.
+    let cut = nth_line_start(&bytes, 39) + 25;
+    let t = parse_trace(&bytes[..cut], "demo").unwrap();
+    assert_eq!(t.events.len(), 38, "header + 38 full lines");
+    assert_eq!(t.events[..], full.events[..t.events.len()]);
+    assert_eq!(t.warnings.len(), 1);
+    assert!(
+        t.warnings[0].contains("demo:40") && t.warnings[0].contains("cut off"),
+        "{:?}",
+        t.warnings
+    );
+    assert!(t.recorded_summary().is_none());
+    // A cut inside a multi-byte character is a cut too, not bad UTF-8.
+    let mut b = bytes[..nth_line_start(&bytes, 3)].to_vec();
+    b.extend_from_slice("{\"t\":1.0,\"seq\":9,\"kind\":\"error\",\"message\":\"é".as_bytes());
+    b.pop();
+    let t = parse_trace(&b, "demo").unwrap();
+    assert_eq!(t.warnings.len(), 1);
+}
+
+fn err(bytes: &[u8]) -> String {
+    format!("{:#}", parse_trace(bytes, "rec.jsonl").unwrap_err())
+}
+
+#[test]
+fn malformed_recordings_fail_with_file_and_line() {
+    let bytes = demo_bytes();
+    let l5 = nth_line_start(&bytes, 4);
+    let l6 = nth_line_start(&bytes, 5);
+
+    let mut bad = bytes[..l5].to_vec();
+    bad.extend_from_slice(b"{\"t\": 1.0, \"seq\": 4, \"kind\": \"committed\",, }\n");
+    bad.extend_from_slice(&bytes[l6..]);
+    let e = err(&bad);
+    assert!(e.contains("rec.jsonl:5") && e.contains("bad JSON"), "{e}");
+
+    let mut bad = bytes[..l5].to_vec();
+    bad.extend_from_slice(
+        b"{\"t\": 1.0, \"seq\": 4, \"kind\": \"committed\", \"text\": \"\xff\xfe\"}\n",
+    );
+    bad.extend_from_slice(&bytes[l6..]);
+    let e = err(&bad);
+    assert!(e.contains("rec.jsonl:5") && e.contains("UTF-8"), "{e}");
+
+    let mut bad = bytes[..l5].to_vec();
+    bad.extend_from_slice(b"{\"t\": 1.0, \"seq\": 4, \"kind\": \"verified\", \"req\": 1}\n");
+    let e = err(&bad);
+    assert!(e.contains("rec.jsonl:5") && e.contains("verified"), "{e}");
+
+    let mut bad = bytes[..l5].to_vec();
+    bad.extend_from_slice(b"{\"seq\": 4, \"kind\": \"engine_state\", \"paused\": true}\n");
+    let e = err(&bad);
+    assert!(e.contains("rec.jsonl:5") && e.contains("`t`"), "{e}");
+
+    let header_end = nth_line_start(&bytes, 1);
+    let header = std::str::from_utf8(&bytes[..header_end]).unwrap();
+    let future = header.replace("\"version\":1", "\"version\":7");
+    let mut bad = future.into_bytes();
+    bad.extend_from_slice(&bytes[header_end..]);
+    let e = err(&bad);
+    assert!(e.contains("rec.jsonl:1") && e.contains("version 7"), "{e}");
+
+    assert!(err(b"").contains("empty"));
+    assert!(err(b"hello\n").contains("rec.jsonl:1"));
+    assert!(err(b"{\"format\":\"asciicast\"}\n").contains("asciicast"));
+}
+
+#[test]
+fn unknown_event_kinds_are_skipped_with_a_warning() {
+    let bytes = demo_bytes();
+    let l5 = nth_line_start(&bytes, 4);
+    let mut b = bytes[..l5].to_vec();
+    b.extend_from_slice(b"{\"t\": 1.0, \"seq\": 4, \"kind\": \"hologram\", \"x\": 1}\n");
+    b.extend_from_slice(&bytes[l5..]);
+    let full = parse_trace(&bytes, "demo").unwrap();
+    let t = parse_trace(&b, "rec.jsonl").unwrap();
+    assert_eq!(t.events, full.events);
+    assert!(t.warnings[0].contains("rec.jsonl:5") && t.warnings[0].contains("hologram"));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    /// Arbitrary bytes never panic the reader.
+    #[test]
+    fn reader_never_panics_on_arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
+        let _ = parse_trace(&bytes, "fuzz");
+    }
+
+    /// Nor do arbitrary lines after a valid header, or a valid file cut anywhere.
+    #[test]
+    fn reader_never_panics_after_a_valid_header(tail in proptest::collection::vec(any::<u8>(), 0..400), cut in 0usize..20000) {
+        let demo = demo_bytes();
+        let header_end = nth_line_start(&demo, 1);
+        let mut b = demo[..header_end].to_vec();
+        b.extend_from_slice(&tail);
+        let _ = parse_trace(&b, "fuzz");
+        let cut = cut.min(demo.len());
+        if let Ok(t) = parse_trace(&demo[..cut], "fuzz") {
+            prop_assert!(t.warnings.len() <= 1);
+        }
+    }
+}
