@@ -33,6 +33,8 @@ enum Command {
     Replay(cli::chat::ReplayArgs),
     /// Recordings without the screen: summary statistics, headless recording.
     Trace(Box<cli::trace::TraceArgs>),
+    /// Measure the screen's cost: throughput with and without it, frame times, key latency.
+    UiBench(Box<cli::uibench::UiBenchArgs>),
     /// Generate for one prompt without the screen and print the text (or JSON).
     Run(cli::run::RunArgs),
     /// Print causal next-token and bidirectional block top-k as JSON (port checks).
@@ -58,6 +60,7 @@ fn main() -> ExitCode {
         Command::Chat(a) => cli::chat::chat(*a),
         Command::Replay(a) => cli::chat::replay(a),
         Command::Trace(a) => cli::trace::run(*a),
+        Command::UiBench(a) => cli::uibench::run(*a),
         Command::Run(a) => cli::run::run(a),
         Command::Inspect(a) => cli::inspect::run(a),
         Command::Profile(a) => cli::profile::run(a),

@@ -9,6 +9,7 @@ pub mod run;
 pub mod survival;
 pub mod trace;
 pub mod train;
+pub mod uibench;
 
 use std::io::{IsTerminal, Read};
 

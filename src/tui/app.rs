@@ -57,6 +57,8 @@ pub struct Screen<B: Backend> {
     pub frames: u64,
     /// Time spent drawing.
     pub draw_time: Duration,
+    /// (start, end) of every frame, when measuring (`specscope ui-bench`).
+    pub frame_log: Option<Vec<(Instant, Instant)>>,
 }
 
 impl<B: Backend> Screen<B> {
@@ -66,6 +68,7 @@ impl<B: Backend> Screen<B> {
             real,
             frames: 0,
             draw_time: Duration::ZERO,
+            frame_log: None,
         }
     }
 
@@ -110,6 +113,9 @@ impl<B: Backend> Screen<B> {
         }
         self.frames += 1;
         self.draw_time += start.elapsed();
+        if let Some(log) = &mut self.frame_log {
+            log.push((start, Instant::now()));
+        }
         Ok(())
     }
 

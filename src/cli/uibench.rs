@@ -1,0 +1,292 @@
+//! `specscope ui-bench`: what the screen costs. The same requests decoded headless and
+//! through the live app drawing into a 200×60 test terminal (all of the app but the
+//! terminal's own output), side by side in one process; frame times; and how long keys
+//! sent while decoding take to reach the screen.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+use clap::Args;
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::backend::TestBackend;
+use ratatui::Terminal;
+use serde_json::json;
+
+use specscope::engine::{DecodeEvent, EngineHandle, NullSink, Scheduler, Submit};
+use specscope::model::ChatMessage;
+use specscope::trace::{read_trace, TraceEvent, TraceHeader};
+use specscope::tui::app::{run_live, Live, Player, Screen, TermInput, Ui};
+use specscope::tui::keymap::Keymap;
+use specscope::tui::render;
+use specscope::tui::state::{State, UiOptions};
+use specscope::tui::theme::Theme;
+
+use super::run::DecodeArgs;
+use super::{ModelArgs, PromptFileArgs};
+
+#[derive(Debug, Clone, Args)]
+pub struct UiBenchArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    #[command(flatten)]
+    pub prompts: PromptFileArgs,
+    #[command(flatten)]
+    pub decode: DecodeArgs,
+    /// Terminal size for the frame measurements.
+    #[arg(long, default_value_t = 200)]
+    pub width: u16,
+    #[arg(long, default_value_t = 60)]
+    pub height: u16,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn pct(mut v: Vec<f64>, p: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    v[((v.len() - 1) as f64 * p).round() as usize]
+}
+
+fn mean(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        0.0
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    }
+}
+
+fn key(code: KeyCode, m: KeyModifiers) -> TermInput {
+    TermInput::Key(KeyEvent::new(code, m))
+}
+
+fn finished_count(path: &Path) -> usize {
+    std::fs::read_to_string(path)
+        .map(|s| s.matches("\"kind\":\"request_finished\"").count())
+        .unwrap_or(0)
+}
+
+pub fn run(args: UiBenchArgs) -> Result<()> {
+    let options = args.decode.options()?;
+    let records = args.prompts.records()?;
+    let loaded = args.model.load()?;
+    let mut prompts: Vec<String> = Vec::new();
+    let mut per_family = std::collections::BTreeMap::<String, usize>::new();
+    for r in &records {
+        let n = per_family.entry(r.family.clone()).or_default();
+        if args.prompts.limit.is_none_or(|l| *n < l) {
+            *n += 1;
+            prompts.push(r.prompt.clone());
+        }
+    }
+    let encode = |p: &str| {
+        loaded
+            .tokenizer
+            .encode_chat(&[ChatMessage::new("user", p)], false)
+    };
+
+    // Headless: the scheduler alone, no listener.
+    let headless = |label: &str| -> Result<(f64, Vec<String>)> {
+        let mut sched = Scheduler::new(loaded.model.clone(), Some(loaded.tokenizer.clone()));
+        let mut secs = 0.0;
+        let mut texts = Vec::new();
+        for (i, p) in prompts.iter().enumerate() {
+            let start = Instant::now();
+            sched.submit(
+                Submit {
+                    prompt: encode(p)?,
+                    options: options.clone(),
+                    family: None,
+                },
+                &mut NullSink,
+            )?;
+            sched.run_to_completion(&mut NullSink)?;
+            secs += start.elapsed().as_secs_f64();
+            texts.extend(sched.take_finished().into_iter().map(|f| f.text));
+            eprint!("\r{label}: {}/{}", i + 1, prompts.len());
+        }
+        eprintln!();
+        Ok((secs, texts))
+    };
+
+    let (h1, texts) = headless("headless")?;
+
+    // With the screen: the live app in a test terminal, driven by keys.
+    let rec = std::env::temp_dir().join(format!("specscope-ui-bench-{}.jsonl", std::process::id()));
+    let (handle, events) = EngineHandle::spawn(Scheduler::new(
+        loaded.model.clone(),
+        Some(loaded.tokenizer.clone()),
+    ));
+    let live = Live {
+        handle,
+        events,
+        tokenizer: loaded.tokenizer.clone(),
+        base: options.clone(),
+        context: loaded.model.config().max_position_embeddings,
+        header: TraceHeader::new(loaded.files.label.clone(), "cpu".into()),
+        record: Some(rec.clone()),
+    };
+    let ui_opts = UiOptions {
+        mode: options.mode,
+        block: options.block,
+        overlap: options.overlap,
+        adaptive: options.adaptive,
+    };
+    let (w, h) = (args.width, args.height);
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let app = std::thread::spawn(move || -> Result<Vec<(Instant, Instant)>> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let mut screen = Screen::new(Terminal::new(TestBackend::new(w, h))?, false);
+        screen.frame_log = Some(Vec::new());
+        let ui = Ui {
+            theme: Theme::dark(),
+            keymap: Keymap::builtin(),
+            warnings: Vec::new(),
+        };
+        let mut s = State::new("bench", "cpu", ui_opts);
+        rt.block_on(run_live(&mut screen, &mut rx, live, &ui, &mut s))?;
+        Ok(screen.frame_log.unwrap_or_default())
+    });
+    let mut sent: Vec<Instant> = Vec::new();
+    for (i, p) in prompts.iter().enumerate() {
+        // Each prompt alone, as headless: clear the chat first.
+        tx.send(key(KeyCode::Char('l'), KeyModifiers::CONTROL))?;
+        for c in p.chars() {
+            tx.send(key(KeyCode::Char(c), KeyModifiers::NONE))?;
+        }
+        tx.send(key(KeyCode::Enter, KeyModifiers::NONE))?;
+        let start = Instant::now();
+        while finished_count(&rec) <= i {
+            std::thread::sleep(Duration::from_millis(40));
+            // A key while decoding: select the next position in the round pane.
+            sent.push(Instant::now());
+            tx.send(key(KeyCode::Right, KeyModifiers::SHIFT))?;
+            if start.elapsed() > Duration::from_secs(300) {
+                bail!("request {} did not finish", i + 1);
+            }
+        }
+        eprint!("\rscreen: {}/{}", i + 1, prompts.len());
+    }
+    eprintln!();
+    tx.send(key(KeyCode::Char('q'), KeyModifiers::CONTROL))?;
+    let frames = app
+        .join()
+        .map_err(|_| anyhow::anyhow!("the app thread panicked"))??;
+    let (h2, _) = headless("headless again")?;
+
+    // Request times as the recording stamped them: user message → request finished.
+    let trace = read_trace(&rec)?;
+    let _ = std::fs::remove_file(&rec);
+    let mut started = std::collections::HashMap::new();
+    let mut screen_secs = 0.0;
+    let mut screen_texts = Vec::new();
+    for e in &trace.events {
+        match &e.event {
+            TraceEvent::Session(specscope::trace::SessionEvent::UserMessage { req, .. }) => {
+                started.insert(*req, e.t);
+            }
+            TraceEvent::Decode(DecodeEvent::RequestFinished { req, text, .. }) => {
+                screen_secs += e.t - started.get(req).copied().unwrap_or(e.t);
+                screen_texts.push(text.clone());
+            }
+            _ => {}
+        }
+    }
+    let same = screen_texts == texts;
+    let tokens: usize = trace
+        .events
+        .iter()
+        .filter_map(|e| match &e.event {
+            TraceEvent::Decode(DecodeEvent::Committed { tokens, .. }) => Some(tokens.len()),
+            _ => None,
+        })
+        .sum();
+    let head_secs = (h1 + h2) / 2.0;
+    let ratio = head_secs / screen_secs;
+
+    let live_frames: Vec<f64> = frames
+        .iter()
+        .map(|(a, b)| (*b - *a).as_secs_f64() * 1e3)
+        .collect();
+    let latencies: Vec<f64> = sent
+        .iter()
+        .filter_map(|t| {
+            frames
+                .iter()
+                .find(|(start, _)| start >= t)
+                .map(|(_, end)| (*end - *t).as_secs_f64() * 1e3)
+        })
+        .collect();
+
+    // A full screen of the demo recording, drawn again and again.
+    let demo = specscope::model::source::bundled_dir()
+        .parent()
+        .map(|p| p.join("demo.jsonl"))
+        .unwrap_or_default();
+    let demo_trace = read_trace(&demo)?;
+    let n_events = demo_trace.events.len();
+    let mut s = State::new("demo", "cpu", ui_opts);
+    let mut player = Player::new(demo_trace, "demo".into());
+    player.advance(&mut s, 1e9);
+    debug_assert_eq!(player.pos, n_events);
+    let mut term = Terminal::new(TestBackend::new(w, h))?;
+    let (theme, keys) = (Theme::dark(), Keymap::builtin());
+    let mut static_frames = Vec::new();
+    for _ in 0..300 {
+        let t = Instant::now();
+        term.draw(|f| render::draw(f, &s, &theme, &keys))?;
+        static_frames.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+
+    let out = json!({
+        "requests": prompts.len(),
+        "tokens": tokens,
+        "identical_output": same,
+        "headless_secs": [h1, h2],
+        "screen_secs": screen_secs,
+        "throughput_ratio_screen_vs_headless": ratio,
+        "frames_live": live_frames.len(),
+        "frame_ms_live": {"mean": mean(&live_frames), "p99": pct(live_frames.clone(), 0.99), "max": pct(live_frames, 1.0)},
+        "frame_ms_demo_full": {"mean": mean(&static_frames), "p99": pct(static_frames.clone(), 0.99), "max": pct(static_frames, 1.0)},
+        "key_to_frame_ms": {"keys": latencies.len(), "mean": mean(&latencies), "p99": pct(latencies.clone(), 0.99), "max": pct(latencies, 1.0)},
+        "size": format!("{w}x{h}"),
+    });
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    println!(
+        "requests {}  tokens {}  same text as headless: {}",
+        prompts.len(),
+        tokens,
+        same
+    );
+    println!(
+        "decode time  headless {:.2} s / {:.2} s (before / after)  with screen {:.2} s  → screen throughput {:.1}% of headless",
+        h1,
+        h2,
+        screen_secs,
+        100.0 * ratio
+    );
+    println!(
+        "frames at {w}x{h}: live {} drawn, mean {:.2} ms, p99 {:.2} ms; full demo screen mean {:.2} ms, p99 {:.2} ms",
+        out["frames_live"],
+        out["frame_ms_live"]["mean"].as_f64().unwrap_or(0.0),
+        out["frame_ms_live"]["p99"].as_f64().unwrap_or(0.0),
+        out["frame_ms_demo_full"]["mean"].as_f64().unwrap_or(0.0),
+        out["frame_ms_demo_full"]["p99"].as_f64().unwrap_or(0.0),
+    );
+    println!(
+        "keys while decoding: {} sent, key → frame mean {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        out["key_to_frame_ms"]["keys"],
+        out["key_to_frame_ms"]["mean"].as_f64().unwrap_or(0.0),
+        out["key_to_frame_ms"]["p99"].as_f64().unwrap_or(0.0),
+        out["key_to_frame_ms"]["max"].as_f64().unwrap_or(0.0),
+    );
+    Ok(())
+}
