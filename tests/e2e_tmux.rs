@@ -86,18 +86,7 @@ impl Tmux {
 
 impl Tmux {
     fn wait_exit(&self) -> String {
-        let start = Instant::now();
-        loop {
-            let s = self.screen();
-            if exited(&s) {
-                return s;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "specscope did not quit:\n{s}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        self.wait_for("specscope to quit", exited, true)
     }
 }
 

@@ -706,13 +706,16 @@ fn on_action(s: &mut State, a: Action) -> Vec<Effect> {
             }
         },
         Action::Interrupt => {
-            if let (Some(req), None) = (s.active(), &s.replay) {
-                fx.push(Effect::Cancel(req));
-            } else if !s.input.is_empty() {
-                s.input.clear();
-            } else if s.quit_armed {
+            if s.quit_armed {
                 s.quit = true;
                 fx.push(Effect::Quit);
+            } else if let (Some(req), None) = (s.active(), &s.replay) {
+                // Stop; a second Ctrl+C right after quits.
+                fx.push(Effect::Cancel(req));
+                s.quit_armed = true;
+                s.notice("stopped; Ctrl+C again quits", Level::Info);
+            } else if !s.input.is_empty() {
+                s.input.clear();
             } else {
                 s.quit_armed = true;
                 s.notice("press Ctrl+C again to quit", Level::Info);

@@ -296,32 +296,24 @@ fn inspector(r: &RoundView, s: &State, t: &Theme, p: usize) -> Vec<Line<'static>
     }
     let d = r.draft_detail.get(p - 1);
     let v = r.verdict.as_ref().and_then(|v| v.detail.get(p - 1));
-    if let Some(d) = d {
-        out.push(Line::styled(
-            format!(
-                "draft:    margin {:.3} · confidence {:.3} · entropy {:.3}",
-                d.margin, d.confidence, d.entropy
-            ),
-            t.text,
-        ));
+    for (label, view) in [("draft", d), ("verifier", v)] {
+        if let Some(x) = view {
+            out.push(Line::styled(
+                format!(
+                    "{:<9} margin {:.3} · confidence {:.3} · entropy {:.3}",
+                    format!("{label}:"),
+                    x.margin,
+                    x.confidence,
+                    x.entropy
+                ),
+                t.text,
+            ));
+        }
+        out.push(Line::from(vec![
+            Span::styled(format!("{:<15}", format!("{label} top-k")), t.dim),
+            Span::styled(topk(view, s), t.text),
+        ]));
     }
-    out.push(Line::from(vec![
-        Span::styled("draft top-k    ", t.dim),
-        Span::styled(topk(d, s), t.text),
-    ]));
-    if let Some(vv) = v {
-        out.push(Line::styled(
-            format!(
-                "verifier: margin {:.3} · confidence {:.3} · entropy {:.3}",
-                vv.margin, vv.confidence, vv.entropy
-            ),
-            t.text,
-        ));
-    }
-    out.push(Line::from(vec![
-        Span::styled("verifier top-k ", t.dim),
-        Span::styled(topk(v, s), t.text),
-    ]));
     if d.is_none() && v.is_none() {
         out.push(Line::styled(
             "top-k is recorded only while the screen asks for detail",
