@@ -382,6 +382,12 @@ fn actions_produce_effects_and_walk_rounds() {
         update(&mut s, Msg::Action(Action::Stop)),
         vec![Effect::Cancel(1)]
     );
+    // Ctrl+C while answering stops; a second one right after quits.
+    let mut busy = s.clone();
+    let first = update(&mut busy, Msg::Action(Action::Interrupt));
+    assert_eq!(first, vec![Effect::Cancel(1)]);
+    let second = update(&mut busy, Msg::Action(Action::Interrupt));
+    assert_eq!(second, vec![Effect::Quit]);
     finish(&mut s);
     let fx = update(&mut s, Msg::Action(Action::Submit));
     match &fx[..] {
