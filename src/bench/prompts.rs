@@ -67,26 +67,33 @@ pub fn read_prompt_file(path: &Path) -> Result<Vec<PromptRecord>> {
     Ok(out)
 }
 
+/// The records in file order, at most `limit` per family.
+pub fn per_family(records: &[PromptRecord], limit: Option<usize>) -> Vec<&PromptRecord> {
+    let mut seen = std::collections::BTreeMap::<&str, usize>::new();
+    records
+        .iter()
+        .filter(|r| {
+            let n = seen.entry(r.family.as_str()).or_default();
+            *n += 1;
+            limit.is_none_or(|l| *n <= l)
+        })
+        .collect()
+}
+
 /// Encodes records with the chat template, keeping at most `limit` per family.
 pub fn encode(
     records: &[PromptRecord],
     tok: &TextTokenizer,
     limit: Option<usize>,
 ) -> Result<Vec<BenchPrompt>> {
-    let mut per_family = std::collections::BTreeMap::<String, usize>::new();
-    let mut out = Vec::new();
-    for r in records {
-        let family = r.family.clone();
-        let n = per_family.entry(family.clone()).or_default();
-        if limit.is_some_and(|l| *n >= l) {
-            continue;
-        }
-        *n += 1;
-        out.push(BenchPrompt {
-            family,
-            tokens: tok.encode_chat(&r.messages(), false)?,
-            answer: r.answer.clone(),
-        });
-    }
-    Ok(out)
+    per_family(records, limit)
+        .into_iter()
+        .map(|r| {
+            Ok(BenchPrompt {
+                family: r.family.clone(),
+                tokens: tok.encode_chat(&r.messages(), false)?,
+                answer: r.answer.clone(),
+            })
+        })
+        .collect()
 }

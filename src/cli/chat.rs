@@ -1,16 +1,18 @@
 //! `specscope` / `specscope chat`: the full-screen live chat, and `specscope replay`.
 
 use std::io::IsTerminal;
+use std::io::Stdout;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use crossterm::event::{Event, KeyEventKind};
+use ratatui::backend::CrosstermBackend;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
 use specscope::engine::{EngineHandle, Scheduler};
-use specscope::trace::{fnv1a_hex, read_trace, TraceHeader};
+use specscope::trace::read_trace;
 use specscope::tui::app::{run_live, run_replay, Live, Player, Screen, TermInput, Ui};
 use specscope::tui::config::config_dir;
 use specscope::tui::keymap::Keymap;
@@ -121,11 +123,29 @@ fn spawn_input() -> UnboundedReceiver<TermInput> {
     rx
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")
+/// The terminal taken over for the app: a screen on it, the key reader, the runtime.
+/// Fields drop in order, so the screen goes before the guard restores the terminal.
+struct FullScreen {
+    screen: Screen<CrosstermBackend<Stdout>>,
+    input: UnboundedReceiver<TermInput>,
+    _guard: TerminalGuard,
+    rt: tokio::runtime::Runtime,
+}
+
+impl FullScreen {
+    fn open() -> Result<Self> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("cannot start the async runtime")?;
+        let (guard, terminal) = TerminalGuard::enter()?;
+        Ok(Self {
+            screen: Screen::new(terminal, true),
+            input: spawn_input(),
+            _guard: guard,
+            rt,
+        })
+    }
 }
 
 pub fn chat(args: ChatArgs) -> Result<()> {
@@ -134,33 +154,12 @@ pub fn chat(args: ChatArgs) -> Result<()> {
     let ui = args.ui.load();
     // Load before taking the screen, so a bad model reports plainly.
     let loaded = args.model.load()?;
-    let tokenizer_hash = std::fs::read(&loaded.files.tokenizer)
-        .map(|b| fnv1a_hex(&b))
-        .unwrap_or_default();
-    let device = if loaded.device.is_cuda() {
-        "cuda"
-    } else {
-        "cpu"
-    }
-    .to_string();
-    let mut header = TraceHeader::new(loaded.files.label.clone(), device.clone());
-    header.revision = loaded.files.commit.clone();
-    header.tokenizer_hash = tokenizer_hash;
-    header.block_policy = options.block_policy();
-    header.overlap = options.overlap;
-    header.risk.threshold = options.risk_threshold;
-    header.temperature = options.sampling.temperature;
-    header.seed = options.sampling.seed;
+    let header = loaded.trace_header(&options);
+    let device = loaded.device_name();
     let context = loaded.model.config().max_position_embeddings;
     let sched = Scheduler::new(loaded.model.clone(), Some(loaded.tokenizer.clone()));
     let (handle, events) = EngineHandle::spawn(sched);
-    let ui_options = UiOptions {
-        mode: options.mode,
-        block: options.block,
-        overlap: options.overlap,
-        adaptive: options.adaptive,
-    };
-    let mut state = State::new(&loaded.files.label, &device, ui_options);
+    let mut state = State::new(&loaded.files.label, device, UiOptions::from(&options));
     let live = Live {
         handle,
         events,
@@ -170,13 +169,15 @@ pub fn chat(args: ChatArgs) -> Result<()> {
         header,
         record: args.record.clone(),
     };
-    let rt = runtime()?;
-    let (guard, terminal) = TerminalGuard::enter()?;
-    let mut screen = Screen::new(terminal, true);
-    let mut input = spawn_input();
-    let r = rt.block_on(run_live(&mut screen, &mut input, live, &ui, &mut state));
-    drop(screen);
-    drop(guard);
+    let mut fs = FullScreen::open()?;
+    let r = fs.rt.block_on(run_live(
+        &mut fs.screen,
+        &mut fs.input,
+        live,
+        &ui,
+        &mut state,
+    ));
+    drop(fs);
     if let Some(p) = &args.record {
         eprintln!("specscope: recording saved to {}", p.display());
     }
@@ -188,11 +189,6 @@ pub fn replay(args: ReplayArgs) -> Result<()> {
     require_terminal()?;
     let ui = args.ui.load();
     let h = &trace.header;
-    let mode = match h.mode.as_str() {
-        "ar" => specscope::engine::Mode::Ar,
-        "linear" => specscope::engine::Mode::Linear,
-        _ => specscope::engine::Mode::Recguide,
-    };
     let block = h
         .block_policy
         .strip_prefix("fixed:")
@@ -202,7 +198,7 @@ pub fn replay(args: ReplayArgs) -> Result<()> {
         &format!("{} (replay)", h.model),
         &h.device,
         UiOptions {
-            mode,
+            mode: h.decode_mode(),
             block,
             overlap: h.overlap,
             adaptive: h.block_policy == "adaptive",
@@ -211,12 +207,12 @@ pub fn replay(args: ReplayArgs) -> Result<()> {
     let mut player = Player::new(trace, args.file.display().to_string());
     player.playing = !args.paused;
     state.paused = args.paused;
-    let rt = runtime()?;
-    let (guard, terminal) = TerminalGuard::enter()?;
-    let mut screen = Screen::new(terminal, true);
-    let mut input = spawn_input();
-    let r = rt.block_on(run_replay(&mut screen, &mut input, player, &ui, &mut state));
-    drop(screen);
-    drop(guard);
-    r
+    let mut fs = FullScreen::open()?;
+    fs.rt.block_on(run_replay(
+        &mut fs.screen,
+        &mut fs.input,
+        player,
+        &ui,
+        &mut state,
+    ))
 }

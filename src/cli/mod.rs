@@ -20,6 +20,7 @@ use clap::Args;
 use specscope::model::{
     self, ChatMessage, LoadOptions, LoadReport, Model, ModelFiles, ModelSource, TextTokenizer,
 };
+use specscope::trace::{fnv1a_hex, TraceHeader};
 
 /// Where the model comes from and where it runs (shared by every subcommand).
 #[derive(Debug, Clone, Args)]
@@ -65,6 +66,28 @@ impl ModelArgs {
             report,
             device,
         })
+    }
+}
+
+impl Loaded {
+    /// `cpu` or `cuda`, as the status line and recordings say it.
+    pub fn device_name(&self) -> &'static str {
+        if self.device.is_cuda() {
+            "cuda"
+        } else {
+            "cpu"
+        }
+    }
+
+    /// A recording header naming this model and the options requests start with.
+    pub fn trace_header(&self, options: &specscope::engine::DecodeOptions) -> TraceHeader {
+        let mut h = TraceHeader::new(self.files.label.clone(), self.device_name().into());
+        h.revision = self.files.commit.clone();
+        h.tokenizer_hash = std::fs::read(&self.files.tokenizer)
+            .map(|b| fnv1a_hex(&b))
+            .unwrap_or_default();
+        h.set_options(options);
+        h
     }
 }
 

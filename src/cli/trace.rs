@@ -7,11 +7,10 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 
+use specscope::bench::prompts::per_family;
 use specscope::engine::{DecodeEvent, EventSink, Scheduler, Submit};
-use specscope::model::{ChatMessage, TextTokenizer};
-use specscope::trace::{
-    fnv1a_hex, read_trace, token_ids, Recorder, SessionEvent, Summary, TraceEvent, TraceHeader,
-};
+use specscope::model::TextTokenizer;
+use specscope::trace::{read_trace, token_ids, Recorder, SessionEvent, Summary, TraceEvent};
 
 use super::run::DecodeArgs;
 use super::{ModelArgs, PromptFileArgs};
@@ -123,28 +122,7 @@ fn record(args: RecordArgs) -> Result<()> {
     let options = args.decode.options()?;
     let records = args.prompts.records()?;
     let loaded = args.model.load()?;
-    let mut header = TraceHeader::new(
-        loaded.files.label.clone(),
-        if loaded.device.is_cuda() {
-            "cuda"
-        } else {
-            "cpu"
-        }
-        .into(),
-    );
-    header.revision = loaded.files.commit.clone();
-    header.tokenizer_hash = std::fs::read(&loaded.files.tokenizer)
-        .map(|b| fnv1a_hex(&b))
-        .unwrap_or_default();
-    header.mode = serde_json::to_value(options.mode)?
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    header.block_policy = options.block_policy();
-    header.overlap = options.overlap;
-    header.risk.threshold = options.risk_threshold;
-    header.temperature = options.sampling.temperature;
-    header.seed = options.sampling.seed;
+    let header = loaded.trace_header(&options);
     let rec = Recorder::create(&args.out, &header)?;
     let mut sink = RecordSink {
         rec,
@@ -153,17 +131,9 @@ fn record(args: RecordArgs) -> Result<()> {
         error: None,
     };
     let mut sched = Scheduler::new(loaded.model.clone(), Some(loaded.tokenizer.clone()));
-    let mut per_family: std::collections::BTreeMap<String, usize> = Default::default();
     let mut id = 1;
-    for r in &records {
-        let n = per_family.entry(r.family.clone()).or_default();
-        if args.prompts.limit.is_some_and(|l| *n >= l) {
-            continue;
-        }
-        *n += 1;
-        let mut messages = r.history.clone();
-        messages.push(ChatMessage::new("user", &r.prompt));
-        let prompt = loaded.tokenizer.encode_chat(&messages, false)?;
+    for r in per_family(&records, args.prompts.limit) {
+        let prompt = loaded.tokenizer.encode_chat(&r.messages(), false)?;
         sink.write(
             SessionEvent::UserMessage {
                 req: id,

@@ -13,9 +13,10 @@ use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 use serde_json::json;
 
+use specscope::bench::prompts::per_family;
 use specscope::engine::{DecodeEvent, EngineHandle, NullSink, Scheduler, Submit};
 use specscope::model::ChatMessage;
-use specscope::trace::{read_trace, TraceEvent, TraceHeader};
+use specscope::trace::{read_trace, TraceEvent};
 use specscope::tui::app::{run_live, Live, Player, Screen, TermInput, Ui};
 use specscope::tui::keymap::Keymap;
 use specscope::tui::render;
@@ -73,15 +74,10 @@ pub fn run(args: UiBenchArgs) -> Result<()> {
     let options = args.decode.options()?;
     let records = args.prompts.records()?;
     let loaded = args.model.load()?;
-    let mut prompts: Vec<String> = Vec::new();
-    let mut per_family = std::collections::BTreeMap::<String, usize>::new();
-    for r in &records {
-        let n = per_family.entry(r.family.clone()).or_default();
-        if args.prompts.limit.is_none_or(|l| *n < l) {
-            *n += 1;
-            prompts.push(r.prompt.clone());
-        }
-    }
+    let prompts: Vec<String> = per_family(&records, args.prompts.limit)
+        .into_iter()
+        .map(|r| r.prompt.clone())
+        .collect();
     let encode = |p: &str| {
         loaded
             .tokenizer
@@ -126,15 +122,10 @@ pub fn run(args: UiBenchArgs) -> Result<()> {
         tokenizer: loaded.tokenizer.clone(),
         base: options.clone(),
         context: loaded.model.config().max_position_embeddings,
-        header: TraceHeader::new(loaded.files.label.clone(), "cpu".into()),
+        header: loaded.trace_header(&options),
         record: Some(rec.clone()),
     };
-    let ui_opts = UiOptions {
-        mode: options.mode,
-        block: options.block,
-        overlap: options.overlap,
-        adaptive: options.adaptive,
-    };
+    let ui_opts = UiOptions::from(&options);
     let (w, h) = (args.width, args.height);
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let app = std::thread::spawn(move || -> Result<Vec<(Instant, Instant)>> {

@@ -141,22 +141,32 @@ impl RequestStats {
 
     /// Hits / built over every branch kind.
     pub fn hit_rate(&self) -> f64 {
-        let (b, h) = self
-            .branches
-            .values()
-            .fold((0, 0), |(b, h), c| (b + c.built, h + c.hits));
-        ratio(h as f64, b as f64)
+        hit_rate(&self.branches)
     }
 
     pub(crate) fn record_accept(&mut self, advance: usize) {
-        if self.accept_hist.len() <= advance {
-            self.accept_hist.resize(advance + 1, 0);
-        }
-        self.accept_hist[advance] += 1;
+        count_in(&mut self.accept_hist, advance);
     }
 }
 
-fn ratio(a: f64, b: f64) -> f64 {
+/// Reused branches / branch rows built, over every kind.
+pub fn hit_rate(branches: &BTreeMap<String, BranchCount>) -> f64 {
+    let (b, h) = branches
+        .values()
+        .fold((0, 0), |(b, h), c| (b + c.built, h + c.hits));
+    ratio(h as f64, b as f64)
+}
+
+/// Counts one more `a` in a histogram indexed by value.
+pub fn count_in(hist: &mut Vec<usize>, a: usize) {
+    if hist.len() <= a {
+        hist.resize(a + 1, 0);
+    }
+    hist[a] += 1;
+}
+
+/// `a / b`, or 0 when `b` is 0.
+pub fn ratio(a: f64, b: f64) -> f64 {
     if b > 0.0 {
         a / b
     } else {

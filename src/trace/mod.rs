@@ -10,7 +10,8 @@ pub mod writer;
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::events::{DecodeEvent, RequestId, EVENT_VERSION};
+use crate::engine::events::{DecodeEvent, Mode, RequestId, EVENT_VERSION};
+use crate::engine::DecodeOptions;
 
 pub use reader::{read_trace, Trace};
 pub use summary::Summary;
@@ -45,6 +46,27 @@ pub struct TraceHeader {
     pub risk: RiskDefinition,
     pub temperature: f32,
     pub seed: u64,
+}
+
+impl TraceHeader {
+    /// States the decoding options the recorded requests start with.
+    pub fn set_options(&mut self, o: &DecodeOptions) {
+        self.mode = serde_json::to_value(o.mode)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        self.block_policy = o.block_policy();
+        self.overlap = o.mode == Mode::Recguide && o.overlap;
+        self.risk.threshold = o.risk_threshold;
+        self.temperature = o.sampling.temperature;
+        self.seed = o.sampling.seed;
+    }
+
+    /// The mode named in the header (RecGuide when it is not one this build knows).
+    pub fn decode_mode(&self) -> Mode {
+        serde_json::from_value(serde_json::Value::String(self.mode.clone()))
+            .unwrap_or(Mode::Recguide)
+    }
 }
 
 /// The risk rule in force when the recording was made (old files stay interpretable).
@@ -179,4 +201,30 @@ pub fn token_ids(e: &DecodeEvent) -> Vec<u32> {
         _ => {}
     }
     ids
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_states_the_options_in_force() {
+        let mut h = TraceHeader::new("m".into(), "cpu".into());
+        let o = DecodeOptions {
+            mode: Mode::Linear,
+            block: 16,
+            risk_threshold: 0.3,
+            ..DecodeOptions::default()
+        };
+        h.set_options(&o);
+        assert_eq!(
+            (h.mode.as_str(), h.block_policy.as_str()),
+            ("linear", "fixed:16")
+        );
+        assert!(!h.overlap, "overlap only means something in RecGuide");
+        assert_eq!(h.risk.threshold, 0.3);
+        assert_eq!(h.decode_mode(), Mode::Linear);
+        h.mode = "warp".into();
+        assert_eq!(h.decode_mode(), Mode::Recguide);
+    }
 }

@@ -7,7 +7,9 @@ use std::fmt::Write;
 use serde::{Deserialize, Serialize};
 
 use super::TraceEvent;
-use crate::engine::events::{BranchCount, DecodeEvent, Origin, RequestId};
+use crate::engine::events::{
+    count_in, hit_rate, ratio, BranchCount, DecodeEvent, Origin, RequestId,
+};
 use crate::engine::overlap::BranchOutcome;
 use crate::engine::StopReason;
 
@@ -84,31 +86,16 @@ mod int_keys {
 }
 
 fn mean_of(hist: &[usize]) -> f64 {
-    let (n, s) = hist
+    let (n, sum) = hist
         .iter()
         .enumerate()
         .fold((0, 0), |(n, s), (a, c)| (n + c, s + a * c));
-    if n == 0 {
-        0.0
-    } else {
-        s as f64 / n as f64
-    }
-}
-
-fn bump(hist: &mut Vec<usize>, a: usize) {
-    if hist.len() <= a {
-        hist.resize(a + 1, 0);
-    }
-    hist[a] += 1;
+    ratio(sum as f64, n as f64)
 }
 
 impl Summary {
     pub fn tpf(&self) -> f64 {
-        if self.decode_forwards == 0 {
-            0.0
-        } else {
-            self.decode_tokens as f64 / self.decode_forwards as f64
-        }
+        ratio(self.decode_tokens as f64, self.decode_forwards as f64)
     }
 
     /// Mean tokens advanced per round (bonus included).
@@ -118,24 +105,12 @@ impl Summary {
 
     /// Reused branches / branch rows built.
     pub fn hit_rate(&self) -> f64 {
-        let (b, h) = self
-            .branches
-            .values()
-            .fold((0, 0), |(b, h), c| (b + c.built, h + c.hits));
-        if b == 0 {
-            0.0
-        } else {
-            h as f64 / b as f64
-        }
+        hit_rate(&self.branches)
     }
 
     /// Tokens per second of forward time (what the engine spent, screen excluded).
     pub fn tokens_per_sec(&self) -> f64 {
-        if self.forward_ms <= 0.0 {
-            0.0
-        } else {
-            self.new_tokens as f64 / (self.forward_ms / 1e3)
-        }
+        ratio(self.new_tokens as f64, self.forward_ms / 1e3)
     }
 
     /// A plain-text report (`specscope trace summary`).
@@ -239,7 +214,7 @@ impl SummaryBuilder {
             }
             DecodeEvent::Verified { req, accepted, .. } => {
                 s.rounds += 1;
-                bump(&mut s.accept_hist, accepted + 1);
+                count_in(&mut s.accept_hist, accepted + 1);
                 let fam = self
                     .family_of
                     .get(req)
@@ -247,7 +222,7 @@ impl SummaryBuilder {
                     .unwrap_or_else(|| "chat".into());
                 let f = s.families.entry(fam).or_default();
                 f.rounds += 1;
-                bump(&mut f.hist, accepted + 1);
+                count_in(&mut f.hist, accepted + 1);
             }
             DecodeEvent::Committed {
                 tokens, origins, ..

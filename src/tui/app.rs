@@ -81,8 +81,7 @@ impl<B: Backend> Screen<B> {
 
     /// Draws one frame; tells the reducer first when the chat area changed.
     pub fn draw(&mut self, s: &mut State, ui: &Ui) -> Result<()> {
-        let lines = s.input.text.split('\n').count();
-        let chat = render::chat_text_area(self.area(), lines);
+        let chat = render::chat_text_area(self.area(), s.input.line_count());
         if (chat.width, chat.height) != s.chat_area {
             update(
                 s,
@@ -236,7 +235,7 @@ impl LiveRun {
 
     fn start_recording(&mut self, s: &mut State, path: PathBuf) {
         let mut header = self.live.header.clone();
-        header.mode = format!("{:?}", s.options.mode).to_lowercase();
+        header.set_options(&self.options_for(s.options));
         match Recorder::create(&path, &header) {
             Ok(r) => {
                 // Token texts seen before are written again so the file stands alone.

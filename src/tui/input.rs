@@ -75,6 +75,11 @@ impl Input {
         self.browsing = None;
     }
 
+    /// Lines of text (an empty input is one line).
+    pub fn line_count(&self) -> usize {
+        self.text.split('\n').count()
+    }
+
     pub fn newline(&mut self) {
         self.edit(InputEdit::Insert('\n'));
     }

@@ -17,6 +17,17 @@ const DEFAULT: &str = include_str!("default_keymap.toml");
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct KeySpec(pub String);
 
+impl KeySpec {
+    /// Modifiers in a fixed order, then the key: `alt-shift-left`.
+    fn new<S: AsRef<str> + Ord>(mut mods: Vec<S>, key: &str) -> Self {
+        mods.sort();
+        mods.dedup();
+        let mut out: String = mods.iter().map(|m| format!("{}-", m.as_ref())).collect();
+        out.push_str(key);
+        KeySpec(out)
+    }
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct KeymapFile {
@@ -190,14 +201,7 @@ pub fn parse_key(s: &str) -> Result<KeySpec> {
         }
         l
     };
-    mods.sort();
-    mods.dedup();
-    let mut out = mods.join("-");
-    if !out.is_empty() {
-        out.push('-');
-    }
-    out.push_str(&key);
-    Ok(KeySpec(out))
+    Ok(KeySpec::new(mods, &key))
 }
 
 /// The keymap form of a terminal key event (`None` for keys the keymap cannot name).
@@ -243,14 +247,7 @@ pub fn canonical(key: &KeyEvent) -> Option<KeySpec> {
             }
         }
     };
-    mods.sort();
-    mods.dedup();
-    let mut out = mods.join("-");
-    if !out.is_empty() {
-        out.push('-');
-    }
-    out.push_str(&name);
-    Some(KeySpec(out))
+    Some(KeySpec::new(mods, &name))
 }
 
 #[cfg(test)]

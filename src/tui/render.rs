@@ -70,10 +70,7 @@ pub fn draw(f: &mut Frame, s: &State, theme: &Theme, keys: &Keymap) {
         );
         return;
     }
-    let a = layout(
-        area,
-        s.input.text.lines().count().max(1) + usize::from(s.input.text.ends_with('\n')),
-    );
+    let a = layout(area, s.input.line_count());
     panes::chat::draw(f, a.chat, a.input, s, theme);
     panes::round::draw(f, a.round, s, theme);
     panes::history::draw(f, a.history, s, theme);

@@ -90,6 +90,17 @@ pub struct UiOptions {
     pub adaptive: bool,
 }
 
+impl From<&crate::engine::DecodeOptions> for UiOptions {
+    fn from(o: &crate::engine::DecodeOptions) -> Self {
+        Self {
+            mode: o.mode,
+            block: o.block,
+            overlap: o.overlap,
+            adaptive: o.adaptive,
+        }
+    }
+}
+
 impl UiOptions {
     /// `RecGuide adaptive +overlap`, `LinearSS B=16`, `AR`.
     pub fn label(&self) -> String {
@@ -386,22 +397,22 @@ impl State {
         };
         &mut self.rounds[i]
     }
+}
 
-    /// The conversation so far as chat messages (answers that failed are left out).
-    fn messages(&self) -> Vec<ChatMessage> {
-        self.transcript
-            .iter()
-            .filter(|t| !matches!(t.status, TurnStatus::Failed(_)))
-            .map(|t| {
-                let role = if t.role == Role::User {
-                    "user"
-                } else {
-                    "assistant"
-                };
-                ChatMessage::new(role, &t.text)
-            })
-            .collect()
-    }
+/// Turns as chat messages (answers that failed are left out).
+fn messages_of(turns: &[Turn]) -> Vec<ChatMessage> {
+    turns
+        .iter()
+        .filter(|t| !matches!(t.status, TurnStatus::Failed(_)))
+        .map(|t| {
+            let role = if t.role == Role::User {
+                "user"
+            } else {
+                "assistant"
+            };
+            ChatMessage::new(role, &t.text)
+        })
+        .collect()
 }
 
 /// The reducer.
@@ -663,7 +674,7 @@ fn on_action(s: &mut State, a: Action) -> Vec<Effect> {
                 return fx;
             }
             let text = s.input.take();
-            let mut messages = s.messages();
+            let mut messages = messages_of(&s.transcript);
             messages.push(ChatMessage::new("user", &text));
             fx.push(Effect::Submit {
                 messages,
@@ -684,11 +695,7 @@ fn on_action(s: &mut State, a: Action) -> Vec<Effect> {
                 return fx;
             };
             let text = s.transcript[i].text.clone();
-            let mut messages = State {
-                transcript: s.transcript[..i].to_vec(),
-                ..State::new("", "", s.options)
-            }
-            .messages();
+            let mut messages = messages_of(&s.transcript[..i]);
             messages.push(ChatMessage::new("user", &text));
             fx.push(Effect::Submit {
                 messages,

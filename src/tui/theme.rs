@@ -188,7 +188,10 @@ impl Theme {
 
     /// The default (dark) theme.
     pub fn dark() -> Theme {
-        Theme::builtin("dark").unwrap_or_else(|| Theme::blank("dark"))
+        // Parsed once: the chat pane's line counting asks for it on every scroll.
+        static DARK: std::sync::OnceLock<Theme> = std::sync::OnceLock::new();
+        DARK.get_or_init(|| Theme::builtin("dark").unwrap_or_else(|| Theme::blank("dark")))
+            .clone()
     }
 
     /// Resolves `name`: `<config_dir>/themes/NAME.toml` merged over its parent, else the

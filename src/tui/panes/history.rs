@@ -93,7 +93,7 @@ pub fn rates(samples: &[Sample]) -> (Vec<f64>, Vec<f64>) {
 
 /// Per-round bars: height = advanced / block size, 4 rows of eighths.
 struct Bars<'a> {
-    rounds: &'a [RoundView],
+    rounds: &'a [&'a RoundView],
     highlight: Option<usize>,
     theme: &'a Theme,
 }
@@ -141,10 +141,8 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme) {
         .filter(|i| s.rounds[*i].verdict.is_some())
         .collect();
     let start = verified.len().saturating_sub(plot_w);
-    let shown: Vec<RoundView> = verified[start..]
-        .iter()
-        .map(|i| s.rounds[*i].clone())
-        .collect();
+    // Borrowed, not cloned: rounds carry top-k detail and this runs every frame.
+    let shown: Vec<&RoundView> = verified[start..].iter().map(|i| &s.rounds[*i]).collect();
     let highlight = s
         .view
         .and_then(|v| verified[start..].iter().position(|i| *i == v));

@@ -121,11 +121,7 @@ fn block_lines(r: &RoundView, s: &State, t: &Theme, width: usize) -> Vec<Line<'s
             out.push(Line::from(std::mem::take(&mut top)));
             out.push(Line::from(std::mem::take(&mut bottom)));
         }
-        let mut bs = t.bonus;
-        if s.selected == Some(n) && n > 0 {
-            bs = bs.patch(t.selected);
-        }
-        top.push(Span::styled(tok, bs));
+        top.push(Span::styled(tok, t.bonus));
         bottom.push(Span::styled("bonus", t.dim));
     }
     if !top.is_empty() {

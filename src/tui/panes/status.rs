@@ -8,7 +8,7 @@ use ratatui::Frame;
 
 use crate::tui::action::Action;
 use crate::tui::keymap::Keymap;
-use crate::tui::state::{Level, State, LIVE_DELAYS_MS, REPLAY_SPEEDS};
+use crate::tui::state::{Level, State, LIVE_DELAYS_MS};
 use crate::tui::theme::Theme;
 
 use super::chat::mode_name;
@@ -76,7 +76,6 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme, keys: &Keymap) {
             spans.push(Span::styled(format!("slow {delay}ms/round"), t.status_key));
         }
     }
-    let _ = REPLAY_SPEEDS;
     if s.recording.is_some() {
         spans.push(Span::styled(" ", t.status));
         spans.push(Span::styled(" ● REC ", t.recording));
