@@ -109,13 +109,13 @@ fn buckets_batch_requests_into_shared_forwards() {
 }
 
 fn wait_for(
-    rx: &mut tokio::sync::mpsc::UnboundedReceiver<DecodeEvent>,
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<specscope::engine::Timed>,
     pred: impl Fn(&DecodeEvent) -> bool,
 ) -> DecodeEvent {
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
         match rx.try_recv() {
-            Ok(e) if pred(&e) => return e,
+            Ok(t) if pred(&t.event) => return t.event,
             Ok(_) => {}
             Err(tokio::sync::mpsc::error::TryRecvError::Empty) => {
                 assert!(

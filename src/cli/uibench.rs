@@ -39,6 +39,9 @@ pub struct UiBenchArgs {
     pub width: u16,
     #[arg(long, default_value_t = 60)]
     pub height: u16,
+    /// Passes over the prompts (each request runs headless, then with the screen).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..))]
+    pub repeats: u16,
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
@@ -64,10 +67,43 @@ fn key(code: KeyCode, m: KeyModifiers) -> TermInput {
     TermInput::Key(KeyEvent::new(code, m))
 }
 
-fn finished_count(path: &Path) -> usize {
-    std::fs::read_to_string(path)
-        .map(|s| s.matches("\"kind\":\"request_finished\"").count())
-        .unwrap_or(0)
+/// Counts `request_finished` lines as the recording grows, reading only what is new
+/// (rereading the whole file every poll would itself load the machine being measured).
+struct FinishedCounter {
+    file: Option<std::fs::File>,
+    path: std::path::PathBuf,
+    tail: Vec<u8>,
+    count: usize,
+}
+
+impl FinishedCounter {
+    fn new(path: &Path) -> Self {
+        Self {
+            file: None,
+            path: path.to_path_buf(),
+            tail: Vec::new(),
+            count: 0,
+        }
+    }
+
+    fn poll(&mut self) -> usize {
+        use std::io::Read;
+        if self.file.is_none() {
+            self.file = std::fs::File::open(&self.path).ok();
+        }
+        if let Some(f) = &mut self.file {
+            let mut buf = Vec::new();
+            if f.read_to_end(&mut buf).is_ok() {
+                self.tail.extend_from_slice(&buf);
+                if let Some(end) = self.tail.iter().rposition(|b| *b == b'\n') {
+                    let done: Vec<u8> = self.tail.drain(..=end).collect();
+                    let text = String::from_utf8_lossy(&done);
+                    self.count += text.matches("\"kind\":\"request_finished\"").count();
+                }
+            }
+        }
+        self.count
+    }
 }
 
 pub fn run(args: UiBenchArgs) -> Result<()> {
@@ -85,30 +121,22 @@ pub fn run(args: UiBenchArgs) -> Result<()> {
     };
 
     // Headless: the scheduler alone, no listener.
-    let headless = |label: &str| -> Result<(f64, Vec<String>)> {
-        let mut sched = Scheduler::new(loaded.model.clone(), Some(loaded.tokenizer.clone()));
-        let mut secs = 0.0;
-        let mut texts = Vec::new();
-        for (i, p) in prompts.iter().enumerate() {
-            let start = Instant::now();
-            sched.submit(
-                Submit {
-                    prompt: encode(p)?,
-                    options: options.clone(),
-                    family: None,
-                },
-                &mut NullSink,
-            )?;
-            sched.run_to_completion(&mut NullSink)?;
-            secs += start.elapsed().as_secs_f64();
-            texts.extend(sched.take_finished().into_iter().map(|f| f.text));
-            eprint!("\r{label}: {}/{}", i + 1, prompts.len());
-        }
-        eprintln!();
-        Ok((secs, texts))
+    let mut sched = Scheduler::new(loaded.model.clone(), Some(loaded.tokenizer.clone()));
+    let mut headless = |p: &str| -> Result<(f64, String)> {
+        let start = Instant::now();
+        sched.submit(
+            Submit {
+                prompt: encode(p)?,
+                options: options.clone(),
+                family: None,
+            },
+            &mut NullSink,
+        )?;
+        sched.run_to_completion(&mut NullSink)?;
+        let secs = start.elapsed().as_secs_f64();
+        let text = sched.take_finished().into_iter().map(|f| f.text).collect();
+        Ok((secs, text))
     };
-
-    let (h1, texts) = headless("headless")?;
 
     // With the screen: the live app in a test terminal, driven by keys.
     let rec = std::env::temp_dir().join(format!("specscope-ui-bench-{}.jsonl", std::process::id()));
@@ -143,38 +171,57 @@ pub fn run(args: UiBenchArgs) -> Result<()> {
         rt.block_on(run_live(&mut screen, &mut rx, live, &ui, &mut s))?;
         Ok(screen.frame_log.unwrap_or_default())
     });
+
+    let repeats = usize::from(args.repeats);
+    // Each request headless, then the same request through the screen, back to back:
+    // the machine's drift hits both sides alike. The passes measure a person watching;
+    // one more pass at the end has keys pressed every 40 ms while decoding, for the key
+    // latency (its throughput is reported apart).
+    let passes = repeats + 1;
+    let mut head_secs = vec![0.0; passes];
+    let mut head_texts = Vec::new();
     let mut sent: Vec<Instant> = Vec::new();
-    for (i, p) in prompts.iter().enumerate() {
-        // Each prompt alone, as headless: clear the chat first.
-        tx.send(key(KeyCode::Char('l'), KeyModifiers::CONTROL))?;
-        for c in p.chars() {
-            tx.send(key(KeyCode::Char(c), KeyModifiers::NONE))?;
-        }
-        tx.send(key(KeyCode::Enter, KeyModifiers::NONE))?;
-        let start = Instant::now();
-        while finished_count(&rec) <= i {
-            std::thread::sleep(Duration::from_millis(40));
-            // A key while decoding: select the next position in the round pane.
-            sent.push(Instant::now());
-            tx.send(key(KeyCode::Right, KeyModifiers::SHIFT))?;
-            if start.elapsed() > Duration::from_secs(300) {
-                bail!("request {} did not finish", i + 1);
+    let total = passes * prompts.len();
+    let mut finished = FinishedCounter::new(&rec);
+    for (rep, head) in head_secs.iter_mut().enumerate() {
+        let keys = rep == repeats;
+        for (i, p) in prompts.iter().enumerate() {
+            let (secs, text) = headless(p)?;
+            *head += secs;
+            head_texts.push(text);
+            // Each prompt alone, as headless: clear the chat first.
+            tx.send(key(KeyCode::Char('l'), KeyModifiers::CONTROL))?;
+            for c in p.chars() {
+                tx.send(key(KeyCode::Char(c), KeyModifiers::NONE))?;
             }
+            tx.send(key(KeyCode::Enter, KeyModifiers::NONE))?;
+            let done = rep * prompts.len() + i;
+            let start = Instant::now();
+            while finished.poll() <= done {
+                std::thread::sleep(Duration::from_millis(40));
+                if keys {
+                    // A key while decoding: select the next position in the round pane.
+                    sent.push(Instant::now());
+                    tx.send(key(KeyCode::Right, KeyModifiers::SHIFT))?;
+                }
+                if start.elapsed() > Duration::from_secs(300) {
+                    bail!("request {} did not finish", done + 1);
+                }
+            }
+            eprint!("\rrequest {}/{total}", done + 1);
         }
-        eprint!("\rscreen: {}/{}", i + 1, prompts.len());
     }
     eprintln!();
     tx.send(key(KeyCode::Char('q'), KeyModifiers::CONTROL))?;
     let frames = app
         .join()
         .map_err(|_| anyhow::anyhow!("the app thread panicked"))??;
-    let (h2, _) = headless("headless again")?;
 
     // Request times as the recording stamped them: user message → request finished.
     let trace = read_trace(&rec)?;
     let _ = std::fs::remove_file(&rec);
     let mut started = std::collections::HashMap::new();
-    let mut screen_secs = 0.0;
+    let mut screen_secs = vec![0.0; passes];
     let mut screen_texts = Vec::new();
     for e in &trace.events {
         match &e.event {
@@ -182,13 +229,14 @@ pub fn run(args: UiBenchArgs) -> Result<()> {
                 started.insert(*req, e.t);
             }
             TraceEvent::Decode(DecodeEvent::RequestFinished { req, text, .. }) => {
-                screen_secs += e.t - started.get(req).copied().unwrap_or(e.t);
+                let rep = (screen_texts.len() / prompts.len()).min(passes - 1);
+                screen_secs[rep] += e.t - started.get(req).copied().unwrap_or(e.t);
                 screen_texts.push(text.clone());
             }
             _ => {}
         }
     }
-    let same = screen_texts == texts;
+    let same = screen_texts == head_texts;
     let tokens: usize = trace
         .events
         .iter()
@@ -197,8 +245,17 @@ pub fn run(args: UiBenchArgs) -> Result<()> {
             _ => None,
         })
         .sum();
-    let head_secs = (h1 + h2) / 2.0;
-    let ratio = head_secs / screen_secs;
+    let ratios: Vec<f64> = head_secs
+        .iter()
+        .zip(&screen_secs)
+        .map(|(h, s)| h / s)
+        .collect();
+    let (watch_head, watch_screen) = (
+        head_secs[..repeats].iter().sum::<f64>(),
+        screen_secs[..repeats].iter().sum::<f64>(),
+    );
+    let ratio = watch_head / watch_screen;
+    let key_ratio = ratios[repeats];
 
     let live_frames: Vec<f64> = frames
         .iter()
@@ -235,12 +292,15 @@ pub fn run(args: UiBenchArgs) -> Result<()> {
     }
 
     let out = json!({
-        "requests": prompts.len(),
+        "requests": total,
+        "repeats": repeats,
         "tokens": tokens,
         "identical_output": same,
-        "headless_secs": [h1, h2],
+        "headless_secs": head_secs,
         "screen_secs": screen_secs,
         "throughput_ratio_screen_vs_headless": ratio,
+        "ratio_per_pass": ratios[..repeats],
+        "throughput_ratio_with_keys_pressed": key_ratio,
         "frames_live": live_frames.len(),
         "frame_ms_live": {"mean": mean(&live_frames), "p99": pct(live_frames.clone(), 0.99), "max": pct(live_frames, 1.0)},
         "frame_ms_demo_full": {"mean": mean(&static_frames), "p99": pct(static_frames.clone(), 0.99), "max": pct(static_frames, 1.0)},
@@ -252,17 +312,18 @@ pub fn run(args: UiBenchArgs) -> Result<()> {
         return Ok(());
     }
     println!(
-        "requests {}  tokens {}  same text as headless: {}",
-        prompts.len(),
-        tokens,
-        same
+        "requests {total} ({} prompts × {passes} passes, each headless then with the screen)  tokens {tokens}  same text as headless: {same}",
+        prompts.len()
     );
+    let per: Vec<String> = ratios[..repeats]
+        .iter()
+        .map(|r| format!("{:.1}%", 100.0 * r))
+        .collect();
     println!(
-        "decode time  headless {:.2} s / {:.2} s (before / after)  with screen {:.2} s  → screen throughput {:.1}% of headless",
-        h1,
-        h2,
-        screen_secs,
-        100.0 * ratio
+        "decode time  headless {watch_head:.2} s  with screen {watch_screen:.2} s  → screen throughput {:.1}% of headless (per pass: {}); with keys pressed every 40 ms: {:.1}%",
+        100.0 * ratio,
+        per.join(", "),
+        100.0 * key_ratio
     );
     println!(
         "frames at {w}x{h}: live {} drawn, mean {:.2} ms, p99 {:.2} ms; full demo screen mean {:.2} ms, p99 {:.2} ms",

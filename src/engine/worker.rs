@@ -43,9 +43,16 @@ pub enum EngineCommand {
     Shutdown,
 }
 
+/// An event with the moment the engine emitted it (a listener may read it later).
+#[derive(Debug, Clone)]
+pub struct Timed {
+    pub at: Instant,
+    pub event: DecodeEvent,
+}
+
 /// Sends events to the channel; computes per-position detail only when asked.
 struct ChannelSink {
-    tx: UnboundedSender<DecodeEvent>,
+    tx: UnboundedSender<Timed>,
     detail: Arc<AtomicBool>,
 }
 
@@ -54,7 +61,10 @@ impl EventSink for ChannelSink {
         self.detail.load(Ordering::Relaxed) && !self.tx.is_closed()
     }
     fn emit(&mut self, e: DecodeEvent) {
-        let _ = self.tx.send(e);
+        let _ = self.tx.send(Timed {
+            at: Instant::now(),
+            event: e,
+        });
     }
 }
 
@@ -68,7 +78,7 @@ pub struct EngineHandle {
 
 impl EngineHandle {
     /// Starts the engine thread; events arrive on the returned receiver.
-    pub fn spawn(scheduler: Scheduler) -> (Self, UnboundedReceiver<DecodeEvent>) {
+    pub fn spawn(scheduler: Scheduler) -> (Self, UnboundedReceiver<Timed>) {
         let (tx, rx) = mpsc::channel();
         let (etx, erx) = unbounded_channel();
         let detail = Arc::new(AtomicBool::new(false));

@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use serde_json::{Map, Value};
 
 use super::summary::SummaryBuilder;
 use super::{SessionEvent, TraceEvent, TraceHeader};
@@ -22,21 +21,21 @@ pub struct Recorder {
     finished: bool,
 }
 
-/// Serialises one stamped line (no newline).
+/// Serialises one stamped line (no newline): `{"t":..,"seq":..,"kind":.., ...}`.
 pub fn encode_line(t: f64, seq: u64, event: &TraceEvent) -> Result<String> {
     let body = match event {
-        TraceEvent::Decode(d) => serde_json::to_value(d),
-        TraceEvent::Session(s) => serde_json::to_value(s),
+        TraceEvent::Decode(d) => serde_json::to_string(d),
+        TraceEvent::Session(s) => serde_json::to_string(s),
     }
     .context("cannot serialise an event")?;
-    let mut obj = Map::new();
+    // Straight to text (no intermediate `Value`): this runs for every event of a live
+    // session. Events are objects with at least `kind`, so `body` starts with `{"`.
+    let fields = body
+        .strip_prefix('{')
+        .context("an event did not serialise to an object")?;
     // Rounded to microseconds: the file stays short and `t` still orders events.
-    obj.insert("t".into(), Value::from((t * 1e6).round() / 1e6));
-    obj.insert("seq".into(), Value::from(seq));
-    if let Value::Object(fields) = body {
-        obj.extend(fields);
-    }
-    Ok(Value::Object(obj).to_string())
+    let t = serde_json::to_string(&((t * 1e6).round() / 1e6)).context("bad time")?;
+    Ok(format!("{{\"t\":{t},\"seq\":{seq},{fields}"))
 }
 
 impl Recorder {
@@ -74,6 +73,12 @@ impl Recorder {
     /// Appends one event stamped now.
     pub fn write(&mut self, event: &TraceEvent) -> Result<()> {
         let t = self.elapsed();
+        self.write_at(t, event)
+    }
+
+    /// Appends one event that happened at `at` (the engine's clock, not the writer's).
+    pub fn write_stamped(&mut self, at: Instant, event: &TraceEvent) -> Result<()> {
+        let t = at.saturating_duration_since(self.start).as_secs_f64();
         self.write_at(t, event)
     }
 

@@ -24,12 +24,17 @@ use super::state::{
 };
 use super::theme::Theme;
 use crate::engine::events::DecodeEvent;
-use crate::engine::{DecodeOptions, EngineCommand, EngineHandle, Mode, OptionsPatch, Submit};
+use crate::engine::{
+    DecodeOptions, EngineCommand, EngineHandle, Mode, OptionsPatch, Submit, Timed,
+};
 use crate::model::TextTokenizer;
 use crate::trace::{self, Recorder, SessionEvent, Stamped, Trace, TraceEvent, TraceHeader};
 
-/// Longest wait between two frames while something changed.
-const FRAME: Duration = Duration::from_millis(16);
+/// Shortest gap between frames that only show decoding progress (20 per second: the
+/// eye gains nothing from more, and each frame takes CPU from the engine).
+const FRAME: Duration = Duration::from_millis(50);
+/// Shortest gap between frames answering a key (keys should feel immediate).
+const KEY_FRAME: Duration = Duration::from_millis(4);
 /// Replays skip idle gaps longer than this (seconds of recording time).
 const IDLE_LIMIT: f64 = 1.0;
 
@@ -173,7 +178,7 @@ fn input_msg(s: &State, keys: &Keymap, input: TermInput) -> Option<Msg> {
 /// A live session's engine and everything needed to start requests.
 pub struct Live {
     pub handle: EngineHandle,
-    pub events: UnboundedReceiver<DecodeEvent>,
+    pub events: UnboundedReceiver<Timed>,
     pub tokenizer: TextTokenizer,
     /// Options every request starts from (the keys change mode and block size).
     pub base: DecodeOptions,
@@ -197,8 +202,18 @@ impl LiveRun {
         self.start.elapsed().as_secs_f64()
     }
 
-    /// Feeds one event to the reducer and the recorder (token text first).
+    /// Feeds an engine event, stamped with when the engine emitted it.
+    fn feed_engine(&mut self, s: &mut State, e: Timed) {
+        self.feed_at(s, e.at, e.event.into());
+    }
+
+    /// Feeds an event that happens now.
     fn feed(&mut self, s: &mut State, event: TraceEvent) {
+        self.feed_at(s, Instant::now(), event);
+    }
+
+    /// Feeds one event to the reducer and the recorder (token text first).
+    fn feed_at(&mut self, s: &mut State, at: Instant, event: TraceEvent) {
         if let TraceEvent::Decode(d) = &event {
             let fresh: Vec<u32> = trace::token_ids(d)
                 .into_iter()
@@ -209,15 +224,15 @@ impl LiveRun {
                     .into_iter()
                     .map(|id| (id, self.live.tokenizer.token_text(id)))
                     .collect();
-                self.feed_one(s, SessionEvent::TokenText { tokens }.into());
+                self.feed_one(s, at, SessionEvent::TokenText { tokens }.into());
             }
         }
-        self.feed_one(s, event);
+        self.feed_one(s, at, event);
     }
 
-    fn feed_one(&mut self, s: &mut State, event: TraceEvent) {
+    fn feed_one(&mut self, s: &mut State, at: Instant, event: TraceEvent) {
         if let Some(r) = &mut self.recorder {
-            if let Err(e) = r.write(&event) {
+            if let Err(e) = r.write_stamped(at, &event) {
                 self.recorder = None;
                 update(s, Msg::Recording(None));
                 update(
@@ -229,7 +244,7 @@ impl LiveRun {
                 );
             }
         }
-        let t = self.now();
+        let t = at.saturating_duration_since(self.start).as_secs_f64();
         update(s, Msg::Event { t, event });
     }
 
@@ -434,12 +449,43 @@ impl Signals {
     }
 }
 
-/// How long until the next frame may be drawn (forever when nothing changed).
-fn frame_wait(dirty: bool, last: Instant) -> Duration {
-    if dirty {
-        FRAME.saturating_sub(last.elapsed())
-    } else {
-        Duration::from_secs(3600)
+/// When to draw: after a change, at most every [`FRAME`] for decoding progress and
+/// every [`KEY_FRAME`] for keys; bursts in between coalesce into one frame.
+struct Pacer {
+    /// The gap the pending change needs, `None` when nothing changed.
+    pending: Option<Duration>,
+    last: Instant,
+}
+
+impl Pacer {
+    fn new() -> Self {
+        Self {
+            pending: Some(Duration::ZERO),
+            last: Instant::now(),
+        }
+    }
+
+    /// Something changed; `key` when the user is waiting for it.
+    fn changed(&mut self, key: bool) {
+        let gap = if key { KEY_FRAME } else { FRAME };
+        self.pending = Some(self.pending.map_or(gap, |g| g.min(gap)));
+    }
+
+    fn due(&self) -> bool {
+        self.pending.is_some_and(|g| self.last.elapsed() >= g)
+    }
+
+    fn drawn(&mut self) {
+        self.pending = None;
+        self.last = Instant::now();
+    }
+
+    /// How long until the next frame may be drawn (forever when nothing changed).
+    fn wait(&self) -> Duration {
+        match self.pending {
+            Some(g) => g.saturating_sub(self.last.elapsed()),
+            None => Duration::from_secs(3600),
+        }
     }
 }
 
@@ -474,15 +520,16 @@ pub async fn run_live<B: Backend>(
     }
     let mut signals = Signals::new();
     let mut tick = tokio::time::interval(Duration::from_millis(250));
-    let mut dirty = true;
-    let mut last_draw = Instant::now() - FRAME;
+    let mut pacer = Pacer::new();
     let result = loop {
-        if dirty && last_draw.elapsed() >= FRAME {
+        if pacer.due() {
+            while let Ok(e) = run.live.events.try_recv() {
+                run.feed_engine(s, e);
+            }
             if let Err(e) = screen.draw(s, ui) {
                 break Err(e);
             }
-            last_draw = Instant::now();
-            dirty = false;
+            pacer.drawn();
         }
         tokio::select! {
             biased;
@@ -492,24 +539,25 @@ pub async fn run_live<B: Backend>(
                     let fx = update(s, m);
                     run.apply(s, screen, fx);
                 }
-                dirty = true;
+                pacer.changed(true);
             }
-            e = run.live.events.recv() => {
+            e = run.live.events.recv(), if pacer.pending.is_none() => {
                 let Some(e) = e else { break Err(anyhow::anyhow!("the engine stopped")) };
-                run.feed(s, e.into());
-                // Drain the burst: one frame for all of it.
-                while let Ok(e) = run.live.events.try_recv() {
-                    run.feed(s, e.into());
-                }
-                dirty = true;
+                run.feed_engine(s, e);
+                // The next events wait in the channel until the frame is due and are
+                // read in one go then: no wake-up per event to take a core from the
+                // engine. They carry the engine's time, so recordings stay exact.
+                pacer.changed(false);
             }
             _ = tick.tick() => {
                 let had = s.notice.is_some();
                 update(s, Msg::Tick { now: run.now() });
-                dirty |= had != s.notice.is_some();
+                if had != s.notice.is_some() {
+                    pacer.changed(false);
+                }
             }
             _ = signals.recv() => break Ok(()),
-            _ = tokio::time::sleep(frame_wait(dirty, last_draw)) => {}
+            _ = tokio::time::sleep(pacer.wait()) => {}
         }
         if s.quit {
             break Ok(());
@@ -661,13 +709,11 @@ pub async fn run_replay<B: Backend>(
     let mut signals = Signals::new();
     let mut tick = tokio::time::interval(FRAME);
     let mut last = Instant::now();
-    let mut dirty = true;
-    let mut last_draw = Instant::now() - FRAME;
+    let mut pacer = Pacer::new();
     loop {
-        if dirty && last_draw.elapsed() >= FRAME {
+        if pacer.due() {
             screen.draw(s, ui)?;
-            last_draw = Instant::now();
-            dirty = false;
+            pacer.drawn();
         }
         tokio::select! {
             biased;
@@ -694,7 +740,7 @@ pub async fn run_replay<B: Backend>(
                     s.paused = !player.playing;
                     s.replay = Some(player.status());
                 }
-                dirty = true;
+                pacer.changed(true);
             }
             _ = tick.tick() => {
                 let now = Instant::now();
@@ -703,14 +749,16 @@ pub async fn run_replay<B: Backend>(
                 if player.advance(s, dt) {
                     s.paused = !player.playing;
                     s.replay = Some(player.status());
-                    dirty = true;
+                    pacer.changed(false);
                 }
                 let had = s.notice.is_some();
                 update(s, Msg::Tick { now: s.now.max(player.clock) });
-                dirty |= had != s.notice.is_some();
+                if had != s.notice.is_some() {
+                    pacer.changed(false);
+                }
             }
             _ = signals.recv() => break,
-            _ = tokio::time::sleep(frame_wait(dirty, last_draw)) => {}
+            _ = tokio::time::sleep(pacer.wait()) => {}
         }
         if s.quit {
             break;
