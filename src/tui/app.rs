@@ -1,6 +1,7 @@
 //! The event loops: live chat (engine events, keys, signals, recording) and replay (a
-//! recording fed through the same reducer on its own clock). Both draw at most one
-//! frame per 16 ms, after draining every pending event, so bursts coalesce.
+//! recording fed through the same reducer on its own clock). Both draw only when
+//! something changed: at most 20 frames a second for decoding progress, at once for a
+//! key; events arriving in between are read in one go before the frame.
 
 use std::collections::HashSet;
 use std::path::PathBuf;
