@@ -7,7 +7,7 @@ mod common;
 use common::fixture_prompts;
 use specscope::engine::overlap::RowTable;
 use specscope::engine::{
-    generate_ar, DecodeOptions, Mode, NullSink, RequestStats, Scheduler, Submit,
+    generate_ar, Batching, DecodeOptions, Mode, NullSink, RequestStats, Scheduler, Submit,
 };
 use specscope::model::Model;
 
@@ -32,7 +32,19 @@ fn decode(
     opts: &DecodeOptions,
     concurrency: usize,
 ) -> (Vec<Vec<u32>>, Vec<RequestStats>) {
-    let mut sched = Scheduler::new(model.clone(), None);
+    decode_with(model, prompts, opts, concurrency, Batching::Packed, |_| {})
+}
+
+/// `decode` with a batching choice; `after_step` sees the scheduler after every round.
+fn decode_with(
+    model: &Model,
+    prompts: &[Vec<u32>],
+    opts: &DecodeOptions,
+    concurrency: usize,
+    batching: Batching,
+    mut after_step: impl FnMut(&Scheduler),
+) -> (Vec<Vec<u32>>, Vec<RequestStats>) {
+    let mut sched = Scheduler::new(model.clone(), None).with_batching(batching);
     let mut out = vec![Vec::new(); prompts.len()];
     let mut stats = Vec::new();
     let mut ids = Vec::new();
@@ -48,6 +60,7 @@ fn decode(
             next += 1;
         }
         sched.step(&mut NullSink).unwrap();
+        after_step(&sched);
         for f in sched.take_finished() {
             let k = ids.iter().position(|&id| id == f.id).unwrap();
             stats.push(f.stats.clone());
@@ -120,6 +133,44 @@ fn every_mode_is_lossless() {
     // The test means something only if drafts were accepted and branches were reused.
     assert!(accepted_drafts > 1000, "accepted drafts: {accepted_drafts}");
     assert!(hits > 20, "branch hits: {hits}");
+}
+
+/// Requests that planned different block sizes share one draft and one verify forward
+/// per round (packed rows), and the reference's per-block-size buckets give the same
+/// tokens with more forwards.
+#[test]
+fn packed_rounds_share_forwards_and_match_buckets() {
+    let (model, prompts) = fixture_prompts(17);
+    let prompts = &prompts[..12];
+    let want = reference(&model, prompts);
+    let o = opts(Mode::Recguide, 16, true, true);
+    let mut last = (0, 0);
+    let mut worst = 0;
+    let (packed, _) = decode_with(&model, prompts, &o, 4, Batching::Packed, |s| {
+        let c = s.counts();
+        let now = (c.draft, c.verify + c.fused);
+        worst = worst.max((now.0 - last.0).max(now.1 - last.1));
+        last = now;
+    });
+    assert_eq!(packed, want);
+    assert_eq!(worst, 1, "a round ran more than one forward per phase");
+    let mut by_block_forwards = 0;
+    let (buckets, stats) = decode_with(&model, prompts, &o, 4, Batching::ByBlock, |s| {
+        let c = s.counts();
+        by_block_forwards = c.draft + c.verify + c.fused;
+    });
+    assert_eq!(buckets, want);
+    let sizes: std::collections::BTreeSet<&String> =
+        stats.iter().flat_map(|s| s.blocks.keys()).collect();
+    assert!(
+        sizes.len() > 1,
+        "the adaptive policy chose one size only: {sizes:?}"
+    );
+    assert!(
+        by_block_forwards > last.0 + last.1,
+        "buckets {by_block_forwards} forwards, packed {}",
+        last.0 + last.1
+    );
 }
 
 /// The same invariant on the bundled model, whose acceptance is realistic.

@@ -94,6 +94,7 @@ fn live_session_records_and_replays_identically() {
         context,
         header: TraceHeader::new("bundled:tiny-nld".into(), "cpu".into()),
         record: Some(path.clone()),
+        request_log: None,
     };
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let app = std::thread::spawn(move || {

@@ -15,6 +15,7 @@ use crate::model::{Model, TextTokenizer};
 pub struct ArReport {
     pub prompts: usize,
     pub mean_answer_tokens: f64,
+    pub mean_answer_tokens_by_family: BTreeMap<String, f64>,
     /// Answers that end with EOS within the budget.
     pub ended_with_eos: usize,
     /// Math prompts whose last "Answer: N" line is right.
@@ -78,10 +79,14 @@ pub fn evaluate(
     };
     let mut ar_out = Vec::new();
     let mut total_len = 0;
+    let mut len_by_family: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     for (i, p) in prompts.iter().enumerate() {
         progress(&format!("AR {}/{}", i + 1, prompts.len()));
         let g = generate_ar(model, &p.tokens, max_new_tokens, &eos, |_| Ok(()))?;
         total_len += g.tokens.len();
+        let fam = len_by_family.entry(p.family.clone()).or_default();
+        fam.0 += g.tokens.len();
+        fam.1 += 1;
         if g.tokens.last().is_some_and(|t| eos.contains(t)) {
             rep.ar.ended_with_eos += 1;
         }
@@ -96,6 +101,10 @@ pub fn evaluate(
     }
     rep.ar.prompts = prompts.len();
     rep.ar.mean_answer_tokens = total_len as f64 / prompts.len().max(1) as f64;
+    rep.ar.mean_answer_tokens_by_family = len_by_family
+        .into_iter()
+        .map(|(f, (len, n))| (f, len as f64 / n as f64))
+        .collect();
 
     for &b in blocks {
         let mut br = BlockReport {

@@ -10,7 +10,7 @@ use super::prompts::BenchPrompt;
 use crate::engine::adaptive::SurvivalTables;
 use crate::engine::cost::CostModel;
 use crate::engine::events::BranchCount;
-use crate::engine::{DecodeOptions, Mode, NullSink, Scheduler, Submit};
+use crate::engine::{Batching, DecodeOptions, Mode, NullSink, Scheduler, Submit};
 use crate::model::Model;
 
 /// A named decoding configuration.
@@ -18,12 +18,15 @@ use crate::model::Model;
 pub struct BenchConfig {
     pub name: String,
     pub options: DecodeOptions,
+    /// How the scheduler shares forwards between requests.
+    pub batching: Batching,
 }
 
 /// Expands mode names into configurations. Modes: `ar`, `linear` (one per block size),
-/// `recguide` (adaptive + overlap, cost-aware), `recguide-nocost` (adaptive + overlap,
-/// every branch row), `recguide-fixed` (overlap at each fixed block size, every branch
-/// row), `recguide-adaptive` (adaptive block size only).
+/// `recguide` (adaptive + overlap, cost-aware), `recguide-buckets` (the same with the
+/// reference's one-forward-per-block-size buckets), `recguide-nocost` (adaptive +
+/// overlap, every branch row), `recguide-fixed` (overlap at each fixed block size,
+/// every branch row), `recguide-adaptive` (adaptive block size only).
 pub fn configs(
     modes: &[String],
     blocks: &[usize],
@@ -33,43 +36,53 @@ pub fn configs(
         max_new_tokens,
         ..DecodeOptions::default()
     };
+    let packed = |name: String, options: DecodeOptions| BenchConfig {
+        name,
+        options,
+        batching: Batching::Packed,
+    };
     let mut out = Vec::new();
     for m in modes {
         match m.as_str() {
-            "ar" => out.push(BenchConfig {
-                name: "ar".into(),
-                options: DecodeOptions { mode: Mode::Ar, block: 1, ..base.clone() },
-            }),
+            "ar" => out.push(packed(
+                "ar".into(),
+                DecodeOptions { mode: Mode::Ar, block: 1, ..base.clone() },
+            )),
             "linear" => {
                 for &b in blocks {
                     if b == 0 {
                         bail!("block size must be at least 1 (got 0)");
                     }
-                    out.push(BenchConfig {
-                        name: format!("linear B={b}"),
-                        options: DecodeOptions { mode: Mode::Linear, block: b, ..base.clone() },
-                    });
+                    out.push(packed(
+                        format!("linear B={b}"),
+                        DecodeOptions { mode: Mode::Linear, block: b, ..base.clone() },
+                    ));
                 }
             }
-            "recguide" => out.push(BenchConfig { name: "recguide".into(), options: base.clone() }),
-            "recguide-nocost" => out.push(BenchConfig {
-                name: "recguide no-cost".into(),
-                options: DecodeOptions { cost_aware: false, ..base.clone() },
+            "recguide" => out.push(packed("recguide".into(), base.clone())),
+            "recguide-buckets" => out.push(BenchConfig {
+                name: "recguide buckets".into(),
+                options: base.clone(),
+                batching: Batching::ByBlock,
             }),
-            "recguide-adaptive" => out.push(BenchConfig {
-                name: "recguide adaptive-only".into(),
-                options: DecodeOptions { overlap: false, ..base.clone() },
-            }),
+            "recguide-nocost" => out.push(packed(
+                "recguide no-cost".into(),
+                DecodeOptions { cost_aware: false, ..base.clone() },
+            )),
+            "recguide-adaptive" => out.push(packed(
+                "recguide adaptive-only".into(),
+                DecodeOptions { overlap: false, ..base.clone() },
+            )),
             "recguide-fixed" => {
                 for &b in blocks {
-                    out.push(BenchConfig {
-                        name: format!("recguide overlap B={b}"),
-                        options: DecodeOptions { adaptive: false, cost_aware: false, block: b, ..base.clone() },
-                    });
+                    out.push(packed(
+                        format!("recguide overlap B={b}"),
+                        DecodeOptions { adaptive: false, cost_aware: false, block: b, ..base.clone() },
+                    ));
                 }
             }
             other => bail!(
-                "unknown mode '{other}' (expected ar, linear, recguide, recguide-nocost, recguide-fixed, recguide-adaptive)"
+                "unknown mode '{other}' (expected ar, linear, recguide, recguide-buckets, recguide-nocost, recguide-fixed, recguide-adaptive)"
             ),
         }
     }
@@ -86,7 +99,7 @@ pub struct BenchResult {
     pub decode_tokens: usize,
     /// Σ over requests of the decode forwards each took part in.
     pub decode_forwards: usize,
-    /// Physical forwards (a bucket's fused forward counts once).
+    /// Physical forwards (one shared by many requests counts once).
     pub physical_forwards: usize,
     pub wall_secs: f64,
     pub tpf: f64,
@@ -114,7 +127,8 @@ pub fn run_config(
 ) -> Result<(BenchResult, Vec<Vec<u32>>)> {
     let mut sched = Scheduler::new(model.clone(), None)
         .with_tables(tables.clone())
-        .with_cost(cost.clone());
+        .with_cost(cost.clone())
+        .with_batching(cfg.batching);
     let mut outputs = vec![Vec::new(); prompts.len()];
     let mut ids: Vec<u64> = Vec::new();
     let mut r = BenchResult {
@@ -205,16 +219,18 @@ fn ratio(a: f64, b: f64) -> f64 {
     }
 }
 
-/// The summary table: per concurrency, speed-ups versus AR and versus the best fixed
+/// The summary table: per concurrency, physical forwards (`fwds`: decode forwards run,
+/// however many requests shared each), speed-ups versus AR and versus the best fixed
 /// LinearSS (by tokens/s) at that concurrency.
 pub fn table(results: &[BenchResult]) -> String {
     let mut s = String::new();
     s.push_str(&format!(
-        "{:<24} {:>3} {:>6} {:>6} {:>9} {:>9} {:>7} {:>9} {:>9} {:>6} {:>6}\n",
+        "{:<24} {:>3} {:>6} {:>6} {:>6} {:>9} {:>9} {:>7} {:>9} {:>9} {:>6} {:>6}\n",
         "config",
         "C",
         "TPF",
         "acc",
+        "fwds",
         "tok/s",
         "tok/s/req",
         "xAR",
@@ -245,11 +261,12 @@ pub fn table(results: &[BenchResult]) -> String {
                 .fold((0, 0), |(b, h), c| (b + c.built, h + c.hits));
             let fmt = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.2}"));
             s.push_str(&format!(
-                "{:<24} {:>3} {:>6.2} {:>6.2} {:>9.1} {:>9.1} {:>7} {:>9} {:>9} {:>6} {:>6}\n",
+                "{:<24} {:>3} {:>6.2} {:>6.2} {:>6} {:>9.1} {:>9.1} {:>7} {:>9} {:>9} {:>6} {:>6}\n",
                 r.config,
                 c,
                 r.tpf,
                 r.mean_accept,
+                r.physical_forwards,
                 r.tokens_per_sec,
                 r.tokens_per_sec_per_request,
                 fmt(ar.map(|a| r.tokens_per_sec / a)),

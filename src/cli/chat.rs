@@ -168,6 +168,7 @@ pub fn chat(args: ChatArgs) -> Result<()> {
         context,
         header,
         record: args.record.clone(),
+        request_log: None,
     };
     let mut fs = FullScreen::open()?;
     let r = fs.rt.block_on(run_live(

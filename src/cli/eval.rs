@@ -48,6 +48,12 @@ pub fn run(a: EvalArgs) -> Result<()> {
         "AR greedy: mean answer {:.1} tokens, {}/{} end with eos, math exact answers {}/{}",
         ar.mean_answer_tokens, ar.ended_with_eos, ar.prompts, ar.math_exact, ar.math_total
     );
+    let by_family: Vec<String> = ar
+        .mean_answer_tokens_by_family
+        .iter()
+        .map(|(f, m)| format!("{f} {m:.1}"))
+        .collect();
+    println!("   mean answer tokens by family: {}", by_family.join(", "));
     println!(
         "LinearSS output identical to AR: {}",
         if rep.lossless { "yes" } else { "NO" }

@@ -3,10 +3,9 @@
 //! terminal's own output), side by side in one process; frame times; and how long keys
 //! sent while decoding take to reach the screen.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Result};
+use anyhow::{bail, ensure, Result};
 use clap::Args;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::backend::TestBackend;
@@ -17,7 +16,7 @@ use specscope::bench::prompts::per_family;
 use specscope::engine::{DecodeEvent, EngineHandle, NullSink, Scheduler, Submit};
 use specscope::model::ChatMessage;
 use specscope::trace::{read_trace, TraceEvent};
-use specscope::tui::app::{run_live, Live, Player, Screen, TermInput, Ui};
+use specscope::tui::app::{run_live, Live, Player, RequestLog, Screen, TermInput, Ui};
 use specscope::tui::keymap::Keymap;
 use specscope::tui::render;
 use specscope::tui::state::{State, UiOptions};
@@ -42,6 +41,9 @@ pub struct UiBenchArgs {
     /// Passes over the prompts (each request runs headless, then with the screen).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..))]
     pub repeats: u16,
+    /// Also record the session, as `--record` does (its cost is then included).
+    #[arg(long)]
+    pub record: bool,
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
@@ -67,45 +69,6 @@ fn key(code: KeyCode, m: KeyModifiers) -> TermInput {
     TermInput::Key(KeyEvent::new(code, m))
 }
 
-/// Counts `request_finished` lines as the recording grows, reading only what is new
-/// (rereading the whole file every poll would itself load the machine being measured).
-struct FinishedCounter {
-    file: Option<std::fs::File>,
-    path: std::path::PathBuf,
-    tail: Vec<u8>,
-    count: usize,
-}
-
-impl FinishedCounter {
-    fn new(path: &Path) -> Self {
-        Self {
-            file: None,
-            path: path.to_path_buf(),
-            tail: Vec::new(),
-            count: 0,
-        }
-    }
-
-    fn poll(&mut self) -> usize {
-        use std::io::Read;
-        if self.file.is_none() {
-            self.file = std::fs::File::open(&self.path).ok();
-        }
-        if let Some(f) = &mut self.file {
-            let mut buf = Vec::new();
-            if f.read_to_end(&mut buf).is_ok() {
-                self.tail.extend_from_slice(&buf);
-                if let Some(end) = self.tail.iter().rposition(|b| *b == b'\n') {
-                    let done: Vec<u8> = self.tail.drain(..=end).collect();
-                    let text = String::from_utf8_lossy(&done);
-                    self.count += text.matches("\"kind\":\"request_finished\"").count();
-                }
-            }
-        }
-        self.count
-    }
-}
-
 pub fn run(args: UiBenchArgs) -> Result<()> {
     let options = args.decode.options()?;
     let records = args.prompts.records()?;
@@ -123,10 +86,11 @@ pub fn run(args: UiBenchArgs) -> Result<()> {
     // Headless: the scheduler alone, no listener.
     let mut sched = Scheduler::new(loaded.model.clone(), Some(loaded.tokenizer.clone()));
     let mut headless = |p: &str| -> Result<(f64, String)> {
+        let prompt = encode(p)?;
         let start = Instant::now();
         sched.submit(
             Submit {
-                prompt: encode(p)?,
+                prompt,
                 options: options.clone(),
                 family: None,
             },
@@ -139,7 +103,10 @@ pub fn run(args: UiBenchArgs) -> Result<()> {
     };
 
     // With the screen: the live app in a test terminal, driven by keys.
-    let rec = std::env::temp_dir().join(format!("specscope-ui-bench-{}.jsonl", std::process::id()));
+    let rec = args.record.then(|| {
+        std::env::temp_dir().join(format!("specscope-ui-bench-{}.jsonl", std::process::id()))
+    });
+    let log = RequestLog::default();
     let (handle, events) = EngineHandle::spawn(Scheduler::new(
         loaded.model.clone(),
         Some(loaded.tokenizer.clone()),
@@ -151,7 +118,8 @@ pub fn run(args: UiBenchArgs) -> Result<()> {
         base: options.clone(),
         context: loaded.model.config().max_position_embeddings,
         header: loaded.trace_header(&options),
-        record: Some(rec.clone()),
+        record: rec.clone(),
+        request_log: Some(log.clone()),
     };
     let ui_opts = UiOptions::from(&options);
     let (w, h) = (args.width, args.height);
@@ -182,7 +150,7 @@ pub fn run(args: UiBenchArgs) -> Result<()> {
     let mut head_texts = Vec::new();
     let mut sent: Vec<Instant> = Vec::new();
     let total = passes * prompts.len();
-    let mut finished = FinishedCounter::new(&rec);
+    let finished = || log.lock().map(|l| l.len()).unwrap_or(0);
     for (rep, head) in head_secs.iter_mut().enumerate() {
         let keys = rep == repeats;
         for (i, p) in prompts.iter().enumerate() {
@@ -197,7 +165,7 @@ pub fn run(args: UiBenchArgs) -> Result<()> {
             tx.send(key(KeyCode::Enter, KeyModifiers::NONE))?;
             let done = rep * prompts.len() + i;
             let start = Instant::now();
-            while finished.poll() <= done {
+            while finished() <= done {
                 std::thread::sleep(Duration::from_millis(40));
                 if keys {
                     // A key while decoding: select the next position in the round pane.
@@ -217,34 +185,33 @@ pub fn run(args: UiBenchArgs) -> Result<()> {
         .join()
         .map_err(|_| anyhow::anyhow!("the app thread panicked"))??;
 
-    // Request times as the recording stamped them: user message → request finished.
-    let trace = read_trace(&rec)?;
-    let _ = std::fs::remove_file(&rec);
-    let mut started = std::collections::HashMap::new();
-    let mut screen_secs = vec![0.0; passes];
-    let mut screen_texts = Vec::new();
-    for e in &trace.events {
-        match &e.event {
-            TraceEvent::Session(specscope::trace::SessionEvent::UserMessage { req, .. }) => {
-                started.insert(*req, e.t);
-            }
-            TraceEvent::Decode(DecodeEvent::RequestFinished { req, text, .. }) => {
-                let rep = (screen_texts.len() / prompts.len()).min(passes - 1);
-                screen_secs[rep] += e.t - started.get(req).copied().unwrap_or(e.t);
-                screen_texts.push(text.clone());
-            }
-            _ => {}
-        }
+    // Request times as the engine stamped them: request started → request finished.
+    if let Some(rec) = &rec {
+        let trace = read_trace(rec)?;
+        let _ = std::fs::remove_file(rec);
+        let recorded = trace
+            .events
+            .iter()
+            .filter(|e| {
+                matches!(
+                    e.event,
+                    TraceEvent::Decode(DecodeEvent::RequestFinished { .. })
+                )
+            })
+            .count();
+        ensure!(
+            recorded == total,
+            "the recording holds {recorded} finished requests, not {total}"
+        );
     }
+    let timings = log.lock().map(|l| l.clone()).unwrap_or_default();
+    let mut screen_secs = vec![0.0; passes];
+    for (i, r) in timings.iter().enumerate() {
+        screen_secs[(i / prompts.len()).min(passes - 1)] += (r.finished - r.started).as_secs_f64();
+    }
+    let screen_texts: Vec<String> = timings.iter().map(|r| r.text.clone()).collect();
     let same = screen_texts == head_texts;
-    let tokens: usize = trace
-        .events
-        .iter()
-        .filter_map(|e| match &e.event {
-            TraceEvent::Decode(DecodeEvent::Committed { tokens, .. }) => Some(tokens.len()),
-            _ => None,
-        })
-        .sum();
+    let tokens: usize = timings.iter().map(|r| r.new_tokens).sum();
     let ratios: Vec<f64> = head_secs
         .iter()
         .zip(&screen_secs)
@@ -293,6 +260,7 @@ pub fn run(args: UiBenchArgs) -> Result<()> {
 
     let out = json!({
         "requests": total,
+        "recording": args.record,
         "repeats": repeats,
         "tokens": tokens,
         "identical_output": same,
@@ -312,8 +280,9 @@ pub fn run(args: UiBenchArgs) -> Result<()> {
         return Ok(());
     }
     println!(
-        "requests {total} ({} prompts × {passes} passes, each headless then with the screen)  tokens {tokens}  same text as headless: {same}",
-        prompts.len()
+        "requests {total} ({} prompts × {passes} passes, each headless then with the screen{})  tokens {tokens}  same text as headless: {same}",
+        prompts.len(),
+        if args.record { ", recording" } else { "" }
     );
     let per: Vec<String> = ratios[..repeats]
         .iter()

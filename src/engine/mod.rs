@@ -14,5 +14,5 @@ pub mod worker;
 
 pub use ar::{generate_ar, Generation, StopReason};
 pub use events::{DecodeEvent, EventSink, Mode, NullSink, RequestStats, VecSink};
-pub use scheduler::{DecodeOptions, Finished, Scheduler, Submit};
+pub use scheduler::{Batching, DecodeOptions, Finished, Scheduler, Submit};
 pub use worker::{EngineCommand, EngineHandle, OptionsPatch, Timed};

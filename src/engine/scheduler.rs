@@ -1,6 +1,8 @@
-//! Many concurrent requests, one round at a time: requests are grouped by planned block
-//! size into buckets and every bucket runs one fused forward per phase (draft, then
-//! verify + branch rows). Each request keeps its own cache, seed and history.
+//! Many concurrent requests, one round at a time: every phase of a round (draft, then
+//! verify + branch rows) is one forward over all requests, whatever block size each
+//! planned, since rows of different lengths pack without padding. The reference's
+//! buckets (one forward per planned block size) remain selectable (`Batching`).
+//! Each request keeps its own cache, seed and history.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -150,6 +152,18 @@ struct ReqState {
     decode_start: Option<Instant>,
 }
 
+/// How a round's requests share forwards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Batching {
+    /// One forward per phase for every request: rows of different block sizes are
+    /// packed side by side (the forward takes ragged rows, so nothing is padded).
+    #[default]
+    Packed,
+    /// The reference's buckets: one forward per phase for each planned block size.
+    ByBlock,
+}
+
 /// What one request does this round.
 struct Plan {
     req: usize,
@@ -192,6 +206,7 @@ pub struct Scheduler {
     mask: u32,
     eos: Vec<u32>,
     counts: ForwardCounts,
+    batching: Batching,
 }
 
 impl Scheduler {
@@ -210,7 +225,13 @@ impl Scheduler {
             mask,
             eos,
             counts: ForwardCounts::default(),
+            batching: Batching::default(),
         }
+    }
+
+    pub fn with_batching(mut self, batching: Batching) -> Self {
+        self.batching = batching;
+        self
     }
 
     pub fn with_tables(mut self, tables: SurvivalTables) -> Self {
@@ -355,18 +376,25 @@ impl Scheduler {
         // Requests that stopped at their first token leave before indices are planned.
         self.finish_done(sink);
         let concurrency = self.requests.len();
-        let mut buckets: BTreeMap<usize, Vec<Plan>> = BTreeMap::new();
-        for i in 0..self.requests.len() {
-            if let Some(p) = self.plan(i, concurrency, sink) {
-                buckets.entry(p.block_size).or_default().push(p);
+        let plans: Vec<Plan> = (0..self.requests.len())
+            .filter_map(|i| self.plan(i, concurrency, sink))
+            .collect();
+        let groups: Vec<Vec<Plan>> = match self.batching {
+            Batching::Packed => vec![plans],
+            Batching::ByBlock => {
+                let mut buckets: BTreeMap<usize, Vec<Plan>> = BTreeMap::new();
+                for p in plans {
+                    buckets.entry(p.block_size).or_default().push(p);
+                }
+                buckets.into_values().collect()
             }
-        }
-        for (b, mut bucket) in buckets {
-            self.draft_bucket(b, &mut bucket, sink)?;
-            for p in &mut bucket {
+        };
+        for mut group in groups.into_iter().filter(|g| !g.is_empty()) {
+            self.draft_group(&mut group, sink)?;
+            for p in &mut group {
                 self.plan_branches(p, concurrency);
             }
-            self.verify_bucket(b, bucket, sink)?;
+            self.verify_group(group, sink)?;
         }
         self.finish_done(sink);
         Ok(())
@@ -603,23 +631,19 @@ impl Scheduler {
         })
     }
 
-    /// One bidirectional draft forward for every plan of the bucket that needs one.
-    fn draft_bucket(
-        &mut self,
-        b: usize,
-        bucket: &mut [Plan],
-        sink: &mut dyn EventSink,
-    ) -> Result<()> {
-        let need: Vec<usize> = (0..bucket.len())
-            .filter(|&k| b > 1 && bucket[k].reused.is_none())
+    /// One bidirectional draft forward for every plan of the group that needs one.
+    fn draft_group(&mut self, group: &mut [Plan], sink: &mut dyn EventSink) -> Result<()> {
+        let need: Vec<usize> = (0..group.len())
+            .filter(|&k| group[k].block_size > 1 && group[k].reused.is_none())
             .collect();
         if !need.is_empty() {
-            let reqs: Vec<usize> = need.iter().map(|&k| bucket[k].req).collect();
+            let reqs: Vec<usize> = need.iter().map(|&k| group[k].req).collect();
             let rows: Vec<Row> = need
                 .iter()
                 .enumerate()
                 .map(|(slot, &k)| {
-                    let mut tokens = vec![self.requests[bucket[k].req].seed];
+                    let b = group[k].block_size;
+                    let mut tokens = vec![self.requests[group[k].req].seed];
                     tokens.extend(std::iter::repeat_n(self.mask, b - 1));
                     Row::new(slot, tokens, AttnRule::Bidirectional)
                         .lora_from(0)
@@ -631,21 +655,21 @@ impl Scheduler {
                 .collect();
             let (logits, _) = self.forward(Phase::Draft, RowBatch::new(rows), &reqs, sink)?;
             for (slot, &k) in need.iter().enumerate() {
-                let req = bucket[k].req;
+                let req = group[k].req;
                 let (sig, choice) = self.choose(req, &logits[slot])?;
-                bucket[k].block.extend_from_slice(&choice);
-                bucket[k].draft = sig;
+                group[k].block.extend_from_slice(&choice);
+                group[k].draft = sig;
                 let st = &mut self.requests[req].stats;
                 st.draft_forwards += 1;
                 st.rows += 1;
-                st.query_tokens += b;
+                st.query_tokens += group[k].block_size;
             }
         }
         let detail = sink.detail();
-        for p in bucket.iter_mut() {
+        for p in group.iter_mut() {
             let r = &self.requests[p.req];
             p.risky = overlap::risky_positions(&p.draft, r.opts.risk_threshold);
-            if b > 1 {
+            if p.block_size > 1 {
                 sink.emit(DecodeEvent::Drafted {
                     req: r.id,
                     round: r.round,
@@ -696,17 +720,12 @@ impl Scheduler {
     }
 
     /// One fused forward: every plan's verify row (committing) plus its branch rows.
-    fn verify_bucket(
-        &mut self,
-        b: usize,
-        bucket: Vec<Plan>,
-        sink: &mut dyn EventSink,
-    ) -> Result<()> {
-        let reqs: Vec<usize> = bucket.iter().map(|p| p.req).collect();
+    fn verify_group(&mut self, group: Vec<Plan>, sink: &mut dyn EventSink) -> Result<()> {
+        let reqs: Vec<usize> = group.iter().map(|p| p.req).collect();
         let mut rows = Vec::new();
         // (first row index, number of branch rows) per plan.
-        let mut layout = Vec::with_capacity(bucket.len());
-        for (slot, p) in bucket.iter().enumerate() {
+        let mut layout = Vec::with_capacity(group.len());
+        for (slot, p) in group.iter().enumerate() {
             layout.push((rows.len(), p.branches.len()));
             rows.push(
                 Row::new(slot, p.block.clone(), AttnRule::Causal)
@@ -715,38 +734,36 @@ impl Scheduler {
             );
             rows.extend(p.branches.iter().map(|br| br.row(slot)));
         }
-        let phase = if bucket.iter().any(|p| !p.branches.is_empty()) {
+        let phase = if group.iter().any(|p| !p.branches.is_empty()) {
             Phase::Fused
         } else {
             Phase::Verify
         };
         let (logits, _) = self.forward(phase, RowBatch::new(rows), &reqs, sink)?;
         let detail = sink.detail();
-        for (p, &(first, nbranch)) in bucket.into_iter().zip(&layout) {
+        for (p, &(first, nbranch)) in group.into_iter().zip(&layout) {
             let i = p.req;
             let (vsig, vtok) = self.choose(i, &logits[first])?;
             let mut predicted = Vec::with_capacity(nbranch);
             for k in 0..nbranch {
                 predicted.push(self.choose(i, &logits[first + 1 + k])?);
             }
-            self.resolve(p, b, vsig, vtok, predicted, detail, sink);
+            self.resolve(p, vsig, vtok, predicted, detail, sink);
         }
         Ok(())
     }
 
     /// Applies the verdict: acceptance, crop, emit, branch reuse, history, stats.
-    #[allow(clippy::too_many_arguments)]
     fn resolve(
         &mut self,
         p: Plan,
-        b: usize,
         vsig: Vec<PosSignals>,
         vtok: Vec<u32>,
         predicted: Vec<(Vec<PosSignals>, Vec<u32>)>,
         detail: bool,
         sink: &mut dyn EventSink,
     ) {
-        let i = p.req;
+        let (i, b) = (p.req, p.block_size);
         let eos = self.eos.clone();
         let verdict = round::verify(&p.block, &vtok);
         let nrows = 1 + p.branches.len();

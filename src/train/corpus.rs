@@ -219,147 +219,168 @@ fn code(rng: &mut Rng) -> Exchange {
             .join(", ")
     );
     let k = rng.range(2, 9);
-    let (spec, name, doc, body, result): (String, String, String, Vec<String>, String) =
-        match rng.range(0, 7) {
-            0 => (
-                "returns the sum of the squares of a list of numbers".into(),
-                rng.pick(&["sum_of_squares", "square_sum", "total_squares"])
-                    .to_string(),
-                format!("Return the sum of the squares of {var}."),
-                vec![
-                    "total = 0".into(),
-                    format!("for value in {var}:"),
-                    "    total += value * value".into(),
-                    "return total".into(),
-                ],
-                list.iter().map(|x| x * x).sum::<i64>().to_string(),
+    let op = rng.range(0, 7);
+    let single = rng.range(1, 20);
+    // What each function returns for `[single]` (the follow-up test's edge case).
+    let single_result = match op {
+        0 => (single * single).to_string(),
+        1 => i64::from(single > k).to_string(),
+        2 => format!("[{}]", single * k),
+        3 => single.to_string(),
+        4 if single % 2 == 0 => format!("[{single}]"),
+        4 => "[]".to_string(),
+        5 => (single + k).to_string(),
+        6 => format!("{single}.0"),
+        _ => format!("[{single}]"),
+    };
+    let (spec, name, doc, body, result): (String, String, String, Vec<String>, String) = match op {
+        0 => (
+            "returns the sum of the squares of a list of numbers".into(),
+            rng.pick(&["sum_of_squares", "square_sum", "total_squares"])
+                .to_string(),
+            format!("Return the sum of the squares of {var}."),
+            vec![
+                "total = 0".into(),
+                format!("for value in {var}:"),
+                "    total += value * value".into(),
+                "return total".into(),
+            ],
+            list.iter().map(|x| x * x).sum::<i64>().to_string(),
+        ),
+        1 => (
+            format!("counts how many numbers in a list are greater than {k}"),
+            rng.pick(&["count_greater", "count_above", "how_many_above"])
+                .to_string(),
+            format!("Count the elements of {var} greater than {k}."),
+            vec![
+                "count = 0".into(),
+                format!("for value in {var}:"),
+                format!("    if value > {k}:"),
+                "        count += 1".into(),
+                "return count".into(),
+            ],
+            list.iter().filter(|&&x| x > k).count().to_string(),
+        ),
+        2 => (
+            format!("multiplies every number in a list by {k}"),
+            rng.pick(&["scale_all", "multiply_each", "times_each"])
+                .to_string(),
+            format!("Return a new list with each element of {var} multiplied by {k}."),
+            vec![
+                "result = []".into(),
+                format!("for value in {var}:"),
+                format!("    result.append(value * {k})"),
+                "return result".into(),
+            ],
+            format!(
+                "[{}]",
+                list.iter()
+                    .map(|x| (x * k).to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
-            1 => (
-                format!("counts how many numbers in a list are greater than {k}"),
-                rng.pick(&["count_greater", "count_above", "how_many_above"])
-                    .to_string(),
-                format!("Count the elements of {var} greater than {k}."),
-                vec![
-                    "count = 0".into(),
-                    format!("for value in {var}:"),
-                    format!("    if value > {k}:"),
-                    "        count += 1".into(),
-                    "return count".into(),
-                ],
-                list.iter().filter(|&&x| x > k).count().to_string(),
+        ),
+        3 => (
+            "returns the largest number in a list".into(),
+            rng.pick(&["find_max", "largest", "max_value"]).to_string(),
+            format!("Return the largest element of {var}."),
+            vec![
+                format!("best = {var}[0]"),
+                format!("for value in {var}:"),
+                "    if value > best:".into(),
+                "        best = value".into(),
+                "return best".into(),
+            ],
+            list.iter().max().copied().unwrap_or(0).to_string(),
+        ),
+        4 => (
+            "keeps only the even numbers of a list".into(),
+            rng.pick(&["only_even", "filter_even", "evens"]).to_string(),
+            format!("Return the even elements of {var}, in order."),
+            vec![
+                "result = []".into(),
+                format!("for value in {var}:"),
+                "    if value % 2 == 0:".into(),
+                "        result.append(value)".into(),
+                "return result".into(),
+            ],
+            format!(
+                "[{}]",
+                list.iter()
+                    .filter(|x| *x % 2 == 0)
+                    .map(|x| x.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
-            2 => (
-                format!("multiplies every number in a list by {k}"),
-                rng.pick(&["scale_all", "multiply_each", "times_each"])
-                    .to_string(),
-                format!("Return a new list with each element of {var} multiplied by {k}."),
-                vec![
-                    "result = []".into(),
-                    format!("for value in {var}:"),
-                    format!("    result.append(value * {k})"),
-                    "return result".into(),
-                ],
-                format!(
-                    "[{}]",
-                    list.iter()
-                        .map(|x| (x * k).to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
+        ),
+        5 => (
+            format!("adds {k} to every number in a list and returns the total"),
+            rng.pick(&["shifted_total", "add_and_sum", "total_plus"])
+                .to_string(),
+            format!("Add {k} to each element of {var} and return the sum."),
+            vec![
+                "total = 0".into(),
+                format!("for value in {var}:"),
+                format!("    total += value + {k}"),
+                "return total".into(),
+            ],
+            list.iter().map(|x| x + k).sum::<i64>().to_string(),
+        ),
+        6 => (
+            "returns the average of a list of numbers".into(),
+            rng.pick(&["average", "mean", "mean_value"]).to_string(),
+            format!("Return the arithmetic mean of {var}."),
+            vec![
+                "total = 0".into(),
+                format!("for value in {var}:"),
+                "    total += value".into(),
+                format!("return total / len({var})"),
+            ],
+            {
+                let s: i64 = list.iter().sum();
+                let m = s as f64 / list.len() as f64;
+                if m.fract() == 0.0 {
+                    format!("{m:.1}")
+                } else {
+                    format!("{}", (m * 1e10).round() / 1e10)
+                }
+            },
+        ),
+        _ => (
+            "reverses a list without using reversed()".into(),
+            rng.pick(&["reverse_list", "backwards", "flip"]).to_string(),
+            format!("Return the elements of {var} in reverse order."),
+            vec![
+                "result = []".into(),
+                format!("for index in range(len({var}) - 1, -1, -1):"),
+                format!("    result.append({var}[index])"),
+                "return result".into(),
+            ],
+            format!(
+                "[{}]",
+                list.iter()
+                    .rev()
+                    .map(|x| x.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
-            3 => (
-                "returns the largest number in a list".into(),
-                rng.pick(&["find_max", "largest", "max_value"]).to_string(),
-                format!("Return the largest element of {var}."),
-                vec![
-                    format!("best = {var}[0]"),
-                    format!("for value in {var}:"),
-                    "    if value > best:".into(),
-                    "        best = value".into(),
-                    "return best".into(),
-                ],
-                list.iter().max().copied().unwrap_or(0).to_string(),
-            ),
-            4 => (
-                "keeps only the even numbers of a list".into(),
-                rng.pick(&["only_even", "filter_even", "evens"]).to_string(),
-                format!("Return the even elements of {var}, in order."),
-                vec![
-                    "result = []".into(),
-                    format!("for value in {var}:"),
-                    "    if value % 2 == 0:".into(),
-                    "        result.append(value)".into(),
-                    "return result".into(),
-                ],
-                format!(
-                    "[{}]",
-                    list.iter()
-                        .filter(|x| *x % 2 == 0)
-                        .map(|x| x.to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            ),
-            5 => (
-                format!("adds {k} to every number in a list and returns the total"),
-                rng.pick(&["shifted_total", "add_and_sum", "total_plus"])
-                    .to_string(),
-                format!("Add {k} to each element of {var} and return the sum."),
-                vec![
-                    "total = 0".into(),
-                    format!("for value in {var}:"),
-                    format!("    total += value + {k}"),
-                    "return total".into(),
-                ],
-                list.iter().map(|x| x + k).sum::<i64>().to_string(),
-            ),
-            6 => (
-                "returns the average of a list of numbers".into(),
-                rng.pick(&["average", "mean", "mean_value"]).to_string(),
-                format!("Return the arithmetic mean of {var}."),
-                vec![
-                    "total = 0".into(),
-                    format!("for value in {var}:"),
-                    "    total += value".into(),
-                    format!("return total / len({var})"),
-                ],
-                {
-                    let s: i64 = list.iter().sum();
-                    let m = s as f64 / list.len() as f64;
-                    if m.fract() == 0.0 {
-                        format!("{m:.1}")
-                    } else {
-                        format!("{}", (m * 1e10).round() / 1e10)
-                    }
-                },
-            ),
-            _ => (
-                "reverses a list without using reversed()".into(),
-                rng.pick(&["reverse_list", "backwards", "flip"]).to_string(),
-                format!("Return the elements of {var} in reverse order."),
-                vec![
-                    "result = []".into(),
-                    format!("for index in range(len({var}) - 1, -1, -1):"),
-                    format!("    result.append({var}[index])"),
-                    "return result".into(),
-                ],
-                format!(
-                    "[{}]",
-                    list.iter()
-                        .rev()
-                        .map(|x| x.to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            ),
-        };
+        ),
+    };
     let ask = rng.pick(&[
         "Write a Python function that",
         "Write a function that",
         "Implement a Python function which",
         "Please write a small function that",
     ]);
-    let user = format!("{ask} {spec}.");
+    // The example list in the prompt makes single-turn prompts rarely repeat, so the
+    // held-out split is not left with follow-up turns only.
+    let show = rng.pick(&[
+        "Show it on {}.",
+        "Use {} as the example.",
+        "Try it with {}.",
+        "Demonstrate it on {}.",
+    ]);
+    let user = format!("{ask} {spec}. {}", show.replace("{}", &shown));
     let mut answer = format!("```python\ndef {name}({var}):\n    \"\"\"{doc}\"\"\"\n");
     for line in &body {
         answer.push_str(&format!("    {line}\n"));
@@ -373,10 +394,15 @@ fn code(rng: &mut Rng) -> Exchange {
         ChatMessage::new("assistant", &answer),
     ];
     if rng.chance(0.2) {
-        messages.push(ChatMessage::new("user", "Add a test for it."));
+        let ask = rng.pick(&[
+            "Add a test for it.",
+            "Now write a test.",
+            "Can you add a unit test?",
+        ]);
+        messages.push(ChatMessage::new("user", ask));
         messages.push(ChatMessage::new(
             "assistant",
-            &format!("```python\ndef test_{name}():\n    assert {name}({shown}) == {result}\n\n\ntest_{name}()\nprint(\"ok\")\n```"),
+            &format!("Here is a test that checks the example from above and a list with one element.\n```python\ndef test_{name}():\n    assert {name}({shown}) == {result}\n    assert {name}([{single}]) == {single_result}\n\n\ntest_{name}()\nprint(\"ok\")\n```\nRunning the file prints ok when both assertions hold. A list with one element is the smallest input `{name}` accepts, so it is a useful edge case."),
         ));
     }
     Exchange {
@@ -455,8 +481,22 @@ const WORDS: &[&str] = &[
     "mirror", "tunnel",
 ];
 
+const SYLLABLES: &[&str] = &[
+    "ka", "lo", "mi", "ren", "tas", "vo", "pel", "dor", "shi", "nu", "bra", "fen", "gol", "ri",
+    "zan", "tu", "mer", "lin", "sko", "pa",
+];
+
+/// A real word half of the time, otherwise a made-up one of 2–3 syllables, so that
+/// spelling prompts are rarely repeated (and the held-out split has single turns).
+fn word(rng: &mut Rng) -> String {
+    if rng.chance(0.5) {
+        return rng.pick(WORDS).to_string();
+    }
+    (0..rng.range(2, 3)).map(|_| *rng.pick(SYLLABLES)).collect()
+}
+
 fn qa(rng: &mut Rng) -> Exchange {
-    let (user, answer) = match rng.range(0, 4) {
+    let (user, answer) = match rng.range(0, 5) {
         0 => {
             let (country, capital, continent) = *rng.pick(CAPITALS);
             let user = rng
@@ -503,7 +543,7 @@ fn qa(rng: &mut Rng) -> Exchange {
             (user, a)
         }
         2 => {
-            let w = *rng.pick(WORDS);
+            let w = word(rng);
             let rev: String = w.chars().rev().collect();
             let spelled: Vec<String> = w.chars().map(|c| c.to_string()).collect();
             let user = rng
@@ -521,7 +561,7 @@ fn qa(rng: &mut Rng) -> Exchange {
             (user, a)
         }
         3 => {
-            let w = *rng.pick(WORDS);
+            let w = word(rng);
             let letters: Vec<char> = w.chars().collect();
             let c = *rng.pick(&letters);
             let count = letters.iter().filter(|&&x| x == c).count();
@@ -547,6 +587,38 @@ fn qa(rng: &mut Rng) -> Exchange {
             ));
             (user, a)
         }
+        4 => {
+            let n = rng.range(4, 6) as usize;
+            let mut words: Vec<&str> = Vec::new();
+            while words.len() < n {
+                let w = *rng.pick(WORDS);
+                if !words.contains(&w) {
+                    words.push(w);
+                }
+            }
+            let user = rng
+                .pick(&[
+                    format!("Sort these words alphabetically: {}.", words.join(", ")),
+                    format!(
+                        "Put these words in alphabetical order: {}.",
+                        words.join(", ")
+                    ),
+                ])
+                .clone();
+            let mut sorted = words.clone();
+            sorted.sort_unstable();
+            let mut a = format!("There are {n} words. Sorted by their letters:\n");
+            for (i, w) in sorted.iter().enumerate() {
+                let first = w.chars().next().unwrap_or(' ');
+                a.push_str(&format!("{}. {w} (starts with '{first}')\n", i + 1));
+            }
+            a.push_str(&format!(
+                "The first word is {} and the last is {}.",
+                sorted[0],
+                sorted[n - 1]
+            ));
+            (user, a)
+        }
         _ => {
             let (country, capital, continent) = *rng.pick(CAPITALS);
             let user = format!(
@@ -562,17 +634,20 @@ fn qa(rng: &mut Rng) -> Exchange {
     ];
     if rng.chance(0.15) {
         let (topic, items) = *rng.pick(LISTS);
+        let n = rng.range(3, 5) as usize;
         messages.push(ChatMessage::new(
             "user",
-            &format!("Thanks. Now list three {topic}."),
+            &format!("Thanks. Now list {n} {topic}."),
         ));
-        messages.push(ChatMessage::new(
-            "assistant",
-            &format!(
-                "Here are three {topic}:\n1. {}\n2. {}\n3. {}",
-                items[0], items[1], items[2]
-            ),
+        let mut a = format!("Here are {n} {topic}, with the length of each name:\n");
+        for (i, it) in items[..n].iter().enumerate() {
+            a.push_str(&format!("{}. {it} ({} letters)\n", i + 1, it.len()));
+        }
+        a.push_str(&format!(
+            "The longest of these is {}.",
+            items[..n].iter().max_by_key(|w| w.len()).unwrap_or(&"")
         ));
+        messages.push(ChatMessage::new("assistant", &a));
     }
     Exchange {
         family: Family::Qa,
@@ -626,6 +701,31 @@ pub fn heldout(
     n: usize,
     exclude: &std::collections::HashSet<String>,
 ) -> Vec<PromptRecord> {
+    heldout_exchanges(seed, family, n, exclude)
+        .into_iter()
+        .map(|e| {
+            let last_user = e
+                .messages
+                .iter()
+                .rposition(|m| m.role == "user")
+                .unwrap_or(0);
+            PromptRecord {
+                family,
+                prompt: e.messages[last_user].content.clone(),
+                history: e.messages[..last_user].to_vec(),
+                answer: e.answer.clone(),
+            }
+        })
+        .collect()
+}
+
+/// The exchanges behind `heldout`: distinct, and with prompts not in `exclude`.
+pub fn heldout_exchanges(
+    seed: u64,
+    family: Family,
+    n: usize,
+    exclude: &std::collections::HashSet<String>,
+) -> Vec<Exchange> {
     let mut out = Vec::new();
     let mut index = 0u64;
     let mut seen = std::collections::HashSet::new();
@@ -635,26 +735,11 @@ pub fn heldout(
         if e.family != family {
             continue;
         }
-        let last_user = e
-            .messages
-            .iter()
-            .rposition(|m| m.role == "user")
-            .unwrap_or(0);
-        let prompt = e.messages[last_user].content.clone();
-        let key = e.messages[..=last_user]
-            .iter()
-            .map(|m| m.content.as_str())
-            .collect::<Vec<_>>()
-            .join("\u{1}");
+        let key = prompt_key(&e);
         if exclude.contains(&key) || !seen.insert(key) {
             continue;
         }
-        out.push(PromptRecord {
-            family,
-            prompt,
-            history: e.messages[..last_user].to_vec(),
-            answer: e.answer.clone(),
-        });
+        out.push(e);
     }
     out
 }
@@ -720,5 +805,44 @@ mod tests {
                 assert!(!train.contains(&key));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod length_tests {
+    use super::*;
+
+    /// Mean token length (with eos) of the reference answers to the held-out prompts
+    /// the bundled model is evaluated on, per family, with the bundled tokenizer.
+    fn mean_answer_tokens() -> Vec<(Family, f64)> {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/assets/tiny-nld/tokenizer.json"
+        );
+        let tok = tokenizers::Tokenizer::from_file(path).expect("bundled tokenizer");
+        // The bundled model's corpus and held-out seeds (`specscope train` defaults).
+        let train: std::collections::HashSet<String> =
+            generate(1234, 40_000).iter().map(prompt_key).collect();
+        Family::ALL
+            .iter()
+            .map(|&f| {
+                let lens: Vec<usize> = heldout_exchanges(1234 + 1_000_003, f, 60, &train)
+                    .iter()
+                    .map(|e| {
+                        let a = &e.messages.last().expect("answer").content;
+                        tok.encode(a.as_str(), false).expect("encode").len() + 1
+                    })
+                    .collect();
+                (f, lens.iter().sum::<usize>() as f64 / lens.len() as f64)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn answers_are_long_enough_for_32_token_blocks() {
+        let means = mean_answer_tokens();
+        eprintln!("{means:?}");
+        let overall = means.iter().map(|m| m.1).sum::<f64>() / means.len() as f64;
+        assert!(overall >= 90.0, "{means:?}");
     }
 }

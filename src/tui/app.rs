@@ -3,7 +3,7 @@
 //! something changed: at most 20 frames a second for decoding progress, at once for a
 //! key; events arriving in between are read in one go before the frame.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -24,7 +24,7 @@ use super::state::{
     update, Effect, Level, Msg, ReplayStatus, State, UiOptions, LIVE_DELAYS_MS, REPLAY_SPEEDS,
 };
 use super::theme::Theme;
-use crate::engine::events::DecodeEvent;
+use crate::engine::events::{DecodeEvent, RequestId};
 use crate::engine::{
     DecodeOptions, EngineCommand, EngineHandle, Mode, OptionsPatch, Submit, Timed,
 };
@@ -188,6 +188,20 @@ pub struct Live {
     pub header: TraceHeader,
     /// Record from the start into this file.
     pub record: Option<PathBuf>,
+    /// Finished requests as the engine stamped them, for measurements (`ui-bench`).
+    pub request_log: Option<RequestLog>,
+}
+
+/// Shared list of finished requests; the app appends, a measuring thread reads.
+pub type RequestLog = std::sync::Arc<std::sync::Mutex<Vec<RequestTiming>>>;
+
+/// One request from the engine's `request_started` to its `request_finished`.
+#[derive(Debug, Clone)]
+pub struct RequestTiming {
+    pub started: Instant,
+    pub finished: Instant,
+    pub new_tokens: usize,
+    pub text: String,
 }
 
 /// The live session's moving parts besides the state.
@@ -196,6 +210,8 @@ struct LiveRun {
     start: Instant,
     recorder: Option<Recorder>,
     known: HashSet<u32>,
+    /// When each running request started (for `Live::request_log`).
+    started: HashMap<RequestId, Instant>,
 }
 
 impl LiveRun {
@@ -205,6 +221,27 @@ impl LiveRun {
 
     /// Feeds an engine event, stamped with when the engine emitted it.
     fn feed_engine(&mut self, s: &mut State, e: Timed) {
+        if let Some(log) = &self.live.request_log {
+            match &e.event {
+                DecodeEvent::RequestStarted { req, .. } => {
+                    self.started.insert(*req, e.at);
+                }
+                DecodeEvent::RequestFinished {
+                    req, text, stats, ..
+                } => {
+                    let started = self.started.remove(req).unwrap_or(e.at);
+                    if let Ok(mut log) = log.lock() {
+                        log.push(RequestTiming {
+                            started,
+                            finished: e.at,
+                            new_tokens: stats.new_tokens,
+                            text: text.clone(),
+                        });
+                    }
+                }
+                _ => {}
+            }
+        }
         self.feed_at(s, e.at, e.event.into());
     }
 
@@ -504,6 +541,7 @@ pub async fn run_live<B: Backend>(
         start: Instant::now(),
         recorder: None,
         known: HashSet::new(),
+        started: HashMap::new(),
     };
     run.live.handle.set_detail(true);
     if let Some(p) = record {

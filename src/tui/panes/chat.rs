@@ -137,24 +137,45 @@ pub fn mode_name(m: crate::engine::Mode) -> &'static str {
     }
 }
 
+/// One turn's wrapped lines at `width` columns: header, text, a blank line.
+fn turn_lines(turn: &Turn, s: &State, width: u16, t: &Theme) -> Vec<Line<'static>> {
+    let mut out = vec![header(turn, s, t)];
+    let text = turn.text.trim_end_matches('\n');
+    let pieces: Vec<(String, Style)> = if s.origins && !turn.pieces.is_empty() {
+        turn.pieces
+            .iter()
+            .map(|(p, o)| (p.clone(), origin_style(*o, t)))
+            .collect()
+    } else {
+        vec![(text.to_string(), t.text)]
+    };
+    out.extend(wrap(&pieces, usize::from(width)));
+    out.push(Line::default());
+    out
+}
+
 /// Every wrapped line of the transcript at `width` columns.
 pub fn lines(s: &State, width: u16, t: &Theme) -> Vec<Line<'static>> {
-    let mut out = Vec::new();
-    for turn in &s.transcript {
-        out.push(header(turn, s, t));
-        let text = turn.text.trim_end_matches('\n');
-        let pieces: Vec<(String, Style)> = if s.origins && !turn.pieces.is_empty() {
-            turn.pieces
-                .iter()
-                .map(|(p, o)| (p.clone(), origin_style(*o, t)))
-                .collect()
-        } else {
-            vec![(text.to_string(), t.text)]
-        };
-        out.extend(wrap(&pieces, usize::from(width)));
-        out.push(Line::default());
+    s.transcript
+        .iter()
+        .flat_map(|turn| turn_lines(turn, s, width, t))
+        .collect()
+}
+
+/// The last `height` wrapped lines (at least), wrapping only the turns they need: the
+/// view while following, drawn every frame however long the chat grows.
+fn tail_lines(s: &State, width: u16, height: usize, t: &Theme) -> Vec<Line<'static>> {
+    let mut turns: Vec<Vec<Line<'static>>> = Vec::new();
+    let mut n = 0;
+    for turn in s.transcript.iter().rev() {
+        if n >= height {
+            break;
+        }
+        let l = turn_lines(turn, s, width, t);
+        n += l.len();
+        turns.push(l);
     }
-    out
+    turns.into_iter().rev().flatten().collect()
 }
 
 /// Wrapped lines at `width` (the reducer scrolls with it).
@@ -164,8 +185,12 @@ pub fn line_count(s: &State, width: u16) -> usize {
 
 pub fn draw(f: &mut Frame, area: Rect, input_area: Rect, s: &State, t: &Theme) {
     let inner = area.inner(Margin::new(1, 1));
-    let all = lines(s, inner.width, t);
     let h = usize::from(inner.height);
+    let all = if s.follow {
+        tail_lines(s, inner.width, h, t)
+    } else {
+        lines(s, inner.width, t)
+    };
     let max_top = all.len().saturating_sub(h);
     let top = if s.follow {
         max_top
