@@ -136,8 +136,10 @@ fn chat_streams_pauses_steps_and_quits_cleanly_in_tmux() {
     t.wait("slow motion", |s| s.contains("slow 500ms/round"));
     t.literal("Write a function that adds two numbers.");
     t.keys(&["Enter"]);
+    // A round's title shows as soon as its block size is chosen; its draft follows one
+    // forward later, so wait for both.
     let s = t.wait("the round pane to fill", |s| {
-        round_no(s).is_some_and(|n| n >= 2)
+        round_no(s).is_some_and(|n| n >= 2) && s.contains("seed")
     });
     assert!(s.contains("Write a function that adds two numbers."));
     assert!(
