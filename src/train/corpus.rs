@@ -704,11 +704,7 @@ pub fn heldout(
     heldout_exchanges(seed, family, n, exclude)
         .into_iter()
         .map(|e| {
-            let last_user = e
-                .messages
-                .iter()
-                .rposition(|m| m.role == "user")
-                .unwrap_or(0);
+            let last_user = last_user(&e);
             PromptRecord {
                 family,
                 prompt: e.messages[last_user].content.clone(),
@@ -744,14 +740,17 @@ pub fn heldout_exchanges(
     out
 }
 
-/// The key `heldout` compares: every message up to and including the last user turn.
-pub fn prompt_key(e: &Exchange) -> String {
-    let last_user = e
-        .messages
+/// Index of the exchange's last user message.
+fn last_user(e: &Exchange) -> usize {
+    e.messages
         .iter()
         .rposition(|m| m.role == "user")
-        .unwrap_or(0);
-    e.messages[..=last_user]
+        .unwrap_or(0)
+}
+
+/// The key `heldout` compares: every message up to and including the last user turn.
+pub fn prompt_key(e: &Exchange) -> String {
+    e.messages[..=last_user(e)]
         .iter()
         .map(|m| m.content.as_str())
         .collect::<Vec<_>>()
