@@ -107,7 +107,13 @@ fn every_mode_is_lossless() {
             vec![1, 4, 16],
         ));
     }
-    for table in [RowTable::Multi, RowTable::NoP3, RowTable::P1ConditionalNew] {
+    for table in [
+        RowTable::Multi,
+        RowTable::TwoPlusNew,
+        RowTable::NoP3,
+        RowTable::P1ConditionalNew,
+        RowTable::Likely,
+    ] {
         let mut o = opts(Mode::Recguide, 8, true, false);
         o.row_table = table;
         configs.push((format!("recguide {table:?}"), o, vec![1, 16]));

@@ -10,6 +10,7 @@ use super::prompts::BenchPrompt;
 use crate::engine::adaptive::SurvivalTables;
 use crate::engine::cost::CostModel;
 use crate::engine::events::BranchCount;
+use crate::engine::overlap::RowTable;
 use crate::engine::{Batching, DecodeOptions, Mode, NullSink, Scheduler, Submit};
 use crate::model::Model;
 
@@ -26,10 +27,13 @@ pub struct BenchConfig {
 /// `recguide` (adaptive + overlap, cost-aware), `recguide-buckets` (the same with the
 /// reference's one-forward-per-block-size buckets), `recguide-nocost` (adaptive +
 /// overlap, every branch row), `recguide-fixed` (overlap at each fixed block size,
-/// every branch row), `recguide-adaptive` (adaptive block size only).
+/// every branch row), `recguide-adaptive` (adaptive block size only). Each RecGuide
+/// configuration with branch rows runs once per row table in `tables` (named with the
+/// table when it is not the default).
 pub fn configs(
     modes: &[String],
     blocks: &[usize],
+    tables: &[RowTable],
     max_new_tokens: usize,
 ) -> Result<Vec<BenchConfig>> {
     let base = DecodeOptions {
@@ -40,6 +44,21 @@ pub fn configs(
         name,
         options,
         batching: Batching::Packed,
+    };
+    let per_table = |name: &str, options: DecodeOptions, batching: Batching| {
+        let name = name.to_string();
+        tables.iter().map(move |&row_table| BenchConfig {
+            name: if row_table == RowTable::default() {
+                name.clone()
+            } else {
+                format!("{name} {}", row_table.name())
+            },
+            options: DecodeOptions {
+                row_table,
+                ..options.clone()
+            },
+            batching,
+        })
     };
     let mut out = Vec::new();
     for m in modes {
@@ -59,15 +78,14 @@ pub fn configs(
                     ));
                 }
             }
-            "recguide" => out.push(packed("recguide".into(), base.clone())),
-            "recguide-buckets" => out.push(BenchConfig {
-                name: "recguide buckets".into(),
-                options: base.clone(),
-                batching: Batching::ByBlock,
-            }),
-            "recguide-nocost" => out.push(packed(
-                "recguide no-cost".into(),
+            "recguide" => out.extend(per_table("recguide", base.clone(), Batching::Packed)),
+            "recguide-buckets" => {
+                out.extend(per_table("recguide buckets", base.clone(), Batching::ByBlock))
+            }
+            "recguide-nocost" => out.extend(per_table(
+                "recguide no-cost",
                 DecodeOptions { cost_aware: false, ..base.clone() },
+                Batching::Packed,
             )),
             "recguide-adaptive" => out.push(packed(
                 "recguide adaptive-only".into(),
@@ -75,9 +93,10 @@ pub fn configs(
             )),
             "recguide-fixed" => {
                 for &b in blocks {
-                    out.push(packed(
-                        format!("recguide overlap B={b}"),
+                    out.extend(per_table(
+                        &format!("recguide overlap B={b}"),
                         DecodeOptions { adaptive: false, cost_aware: false, block: b, ..base.clone() },
+                        Batching::Packed,
                     ));
                 }
             }
@@ -209,6 +228,19 @@ pub fn run_config(
     r.tokens_per_sec = ratio(r.new_tokens as f64, r.wall_secs);
     r.tokens_per_sec_per_request = ratio(per_req_tps, prompts.len() as f64);
     Ok((r, outputs))
+}
+
+impl BenchResult {
+    /// Adds another timed run of the same configuration (a repeat): times add up, the
+    /// rates are recomputed over all runs; the counts are the first run's (decoding is
+    /// deterministic, and `run` checks the outputs agree).
+    pub fn add_repeat(&mut self, other: &BenchResult, runs_before: usize) {
+        let n = runs_before as f64;
+        self.wall_secs += other.wall_secs;
+        self.tokens_per_sec = ratio((n + 1.0) * self.new_tokens as f64, self.wall_secs);
+        self.tokens_per_sec_per_request =
+            (self.tokens_per_sec_per_request * n + other.tokens_per_sec_per_request) / (n + 1.0);
+    }
 }
 
 fn ratio(a: f64, b: f64) -> f64 {

@@ -6,9 +6,10 @@ use std::path::PathBuf;
 use anyhow::{ensure, Context, Result};
 use clap::Args;
 
-use specscope::bench::sweep::{configs, run_config, table};
+use specscope::bench::sweep::{configs, run_config, table, BenchResult};
 use specscope::engine::adaptive::SurvivalTables;
 use specscope::engine::cost::CostModel;
+use specscope::engine::overlap::RowTable;
 
 use super::ModelArgs;
 
@@ -24,11 +25,24 @@ pub struct BenchArgs {
     /// Block sizes for linear and recguide-fixed.
     #[arg(long, value_delimiter = ',', default_value = "8,16,32")]
     pub blocks: Vec<usize>,
+    /// Branch row tables for the RecGuide configurations (each runs once per table).
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "conditional-rank"
+    )]
+    pub row_tables: Vec<RowTable>,
     /// Requests in flight.
     #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
     pub concurrency: Vec<usize>,
     #[arg(long, default_value_t = 128)]
     pub max_new_tokens: usize,
+    /// Timed runs of every configuration, interleaved (configurations in turn, the
+    /// order reversed on every other pass) so the machine's drift hits all alike;
+    /// tokens/s is over all runs.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    pub repeats: u16,
     /// Survival tables for the adaptive block size (default: built-in).
     #[arg(long)]
     pub tables: Option<PathBuf>,
@@ -45,7 +59,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         a.concurrency.iter().all(|&c| c > 0),
         "--concurrency values must be at least 1"
     );
-    let cfgs = configs(&a.modes, &a.blocks, a.max_new_tokens)?;
+    let cfgs = configs(&a.modes, &a.blocks, &a.row_tables, a.max_new_tokens)?;
     let records = a.prompts.records()?;
     let loaded = a.model.load()?;
     let prompts = a.prompts.encode(&records, &loaded.tokenizer)?;
@@ -67,22 +81,48 @@ pub fn run(a: BenchArgs) -> Result<()> {
         cost.source,
         tables.source
     );
-    let total = cfgs.len() * a.concurrency.len();
+    let repeats = usize::from(a.repeats);
+    let total = cfgs.len() * a.concurrency.len() * repeats;
     let mut results = Vec::new();
     let mut done = 0;
     for &c in &a.concurrency {
-        let mut ar_out: Option<Vec<Vec<u32>>> = None;
-        for cfg in &cfgs {
-            eprint!("\r[{:>3}/{total}] {:<28} C={c:<3} ", done + 1, cfg.name);
-            let _ = std::io::stderr().flush();
-            let (mut r, out) = run_config(&loaded.model, &prompts, cfg, c, &tables, &cost)
-                .with_context(|| format!("{} at C={c}", cfg.name))?;
-            if cfg.name == "ar" {
-                ar_out = Some(out.clone());
+        // Per configuration: its result and outputs from the first pass.
+        let mut at_c: Vec<Option<(BenchResult, Vec<Vec<u32>>)>> = vec![None; cfgs.len()];
+        for pass in 0..repeats {
+            let order: Vec<usize> = if pass % 2 == 0 {
+                (0..cfgs.len()).collect()
+            } else {
+                (0..cfgs.len()).rev().collect()
+            };
+            for k in order {
+                let cfg = &cfgs[k];
+                eprint!("\r[{:>3}/{total}] {:<28} C={c:<3} ", done + 1, cfg.name);
+                let _ = std::io::stderr().flush();
+                let (r, out) = run_config(&loaded.model, &prompts, cfg, c, &tables, &cost)
+                    .with_context(|| format!("{} at C={c}", cfg.name))?;
+                match &mut at_c[k] {
+                    None => at_c[k] = Some((r, out)),
+                    Some((first, first_out)) => {
+                        ensure!(
+                            *first_out == out,
+                            "{} at C={c}: pass {} decoded different tokens than pass 1",
+                            cfg.name,
+                            pass + 1
+                        );
+                        first.add_repeat(&r, pass);
+                    }
+                }
+                done += 1;
             }
+        }
+        let ar_out = cfgs
+            .iter()
+            .zip(&at_c)
+            .find(|(cfg, _)| cfg.name == "ar")
+            .and_then(|(_, r)| r.as_ref().map(|(_, out)| out.clone()));
+        for (mut r, out) in at_c.into_iter().flatten() {
             r.identical_to_ar = ar_out.as_ref().map(|want| *want == out);
             results.push(r);
-            done += 1;
         }
     }
     eprintln!("\r[{done}/{total}] done{:40}", "");
@@ -92,6 +132,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
             "model": loaded.files.label,
             "prompts": prompts.len(),
             "max_new_tokens": a.max_new_tokens,
+            "repeats": repeats,
             "cost_profile": cost,
             "survival_tables": tables.source,
             "results": results,

@@ -94,12 +94,18 @@ pub fn run(args: ProfileArgs) -> Result<()> {
         "cache", "rows", "tokens", "median ms", "min ms", "ms / token"
     );
     let max_rows = args.rows.iter().copied().max().unwrap_or(1);
-    let mut points = Vec::new();
+    // Caches per committed length; every forward below is read-only on them.
+    let mut caches = Vec::with_capacity(args.cache.len());
     for &cache_len in &args.cache {
-        let mut caches = (0..max_rows)
+        let c = (0..max_rows)
             .map(|i| prefill(&model, cache_len, i as u64))
             .collect::<Result<Vec<_>>>()
             .with_context(|| format!("prefilling caches of {cache_len} tokens"))?;
+        caches.push(c);
+    }
+    // (cache index, rows, tokens, batch)
+    let mut grid = Vec::new();
+    for ci in 0..args.cache.len() {
         for &rows in &args.rows {
             for &tokens in &args.tokens {
                 let batch = RowBatch::new(
@@ -109,34 +115,49 @@ pub fn run(args: ProfileArgs) -> Result<()> {
                         })
                         .collect(),
                 );
-                let mut refs: Vec<&mut KvCache> = caches.iter_mut().collect();
-                model.forward(&batch, &mut refs)?; // warm-up
-                let mut ms = Vec::with_capacity(args.repeats);
-                for _ in 0..args.repeats {
-                    let t = Instant::now();
-                    model.forward(&batch, &mut refs)?;
-                    ms.push(t.elapsed().as_secs_f64() * 1e3);
-                }
-                ms.sort_by(f64::total_cmp);
-                let p = Point {
-                    cache_len,
-                    rows,
-                    tokens,
-                    median_ms: ms[ms.len() / 2],
-                    min_ms: ms[0],
-                };
-                println!(
-                    "{:>6} {:>5} {:>7} {:>11.2} {:>11.2} {:>13.3}",
-                    p.cache_len,
-                    p.rows,
-                    p.tokens,
-                    p.median_ms,
-                    p.min_ms,
-                    p.median_ms / (rows * tokens) as f64
-                );
-                points.push(p);
+                grid.push((ci, rows, tokens, batch));
             }
         }
+    }
+    // One forward per point per pass, the passes alternating in direction, so that
+    // the machine's drift spreads over every point instead of a run of them.
+    let mut times = vec![Vec::with_capacity(args.repeats); grid.len()];
+    for pass in 0..=args.repeats {
+        let order: Vec<usize> = if pass % 2 == 0 {
+            (0..grid.len()).collect()
+        } else {
+            (0..grid.len()).rev().collect()
+        };
+        for k in order {
+            let (ci, _, _, batch) = &grid[k];
+            let mut refs: Vec<&mut KvCache> = caches[*ci].iter_mut().collect();
+            let t = Instant::now();
+            model.forward(batch, &mut refs)?;
+            if pass > 0 {
+                times[k].push(t.elapsed().as_secs_f64() * 1e3); // pass 0 warms up
+            }
+        }
+    }
+    let mut points = Vec::with_capacity(grid.len());
+    for ((ci, rows, tokens, _), mut ms) in grid.into_iter().zip(times) {
+        ms.sort_by(f64::total_cmp);
+        let p = Point {
+            cache_len: args.cache[ci],
+            rows,
+            tokens,
+            median_ms: ms[ms.len() / 2],
+            min_ms: ms[0],
+        };
+        println!(
+            "{:>6} {:>5} {:>7} {:>11.2} {:>11.2} {:>13.3}",
+            p.cache_len,
+            p.rows,
+            p.tokens,
+            p.median_ms,
+            p.min_ms,
+            p.median_ms / (rows * tokens) as f64
+        );
+        points.push(p);
     }
     let out = serde_json::json!({"model": label, "points": points});
     let mut targets: Vec<std::path::PathBuf> = args.json.iter().cloned().collect();

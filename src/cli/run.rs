@@ -34,7 +34,7 @@ pub struct DecodeArgs {
     #[arg(long, default_value_t = 0.5)]
     pub risk_threshold: f32,
     /// Branch row table (reference §2.4).
-    #[arg(long, value_enum, default_value = "two-plus-new")]
+    #[arg(long, value_enum, default_value = "conditional-rank")]
     pub row_table: RowTable,
     /// Sampling temperature (0 = greedy, lossless).
     #[arg(long, default_value_t = 0.0)]

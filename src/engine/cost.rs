@@ -39,7 +39,9 @@ pub struct CostModel {
 }
 
 impl CostModel {
-    /// Least-squares fit to profile points (negative coefficients are clamped to 0).
+    /// Least-squares fit of the relative error to profile points (negative coefficients
+    /// are clamped to 0). Relative, so that a 2 ms forward is fitted as closely as a
+    /// 200 ms one: the decisions at low concurrency compare small forwards.
     pub fn fit(profile: &Profile, source: &str) -> Result<Self> {
         ensure!(
             profile.points.len() >= 4,
@@ -50,11 +52,12 @@ impl CostModel {
         for p in &profile.points {
             let (r, t, c) = (p.rows as f64, p.tokens as f64, p.cache_len as f64);
             let x = [1.0, r, r * t, r * t * c];
+            let w = 1.0 / (p.median_ms * p.median_ms).max(1e-12);
             for i in 0..4 {
                 for j in 0..4 {
-                    ata[i][j] += x[i] * x[j];
+                    ata[i][j] += w * x[i] * x[j];
                 }
-                atb[i] += x[i] * p.median_ms;
+                atb[i] += w * x[i] * p.median_ms;
             }
         }
         let w = solve4(ata, atb).context("the cost profile's points do not determine a model")?;

@@ -7,36 +7,60 @@ use super::round::Verdict;
 use super::signals::PosSignals;
 use crate::model::{AttnRule, LogitSel, Row};
 
-/// Which branch rows to build for a given number of crossings (reference §2.4).
+/// Which branch rows to build for a given number of crossings (reference §2.4), or,
+/// for `likely`, from the draft's own probabilities.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum RowTable {
     /// ≤ 2 crossings: corrections + continuation; ≥ 3: P1, P2, P3.
     Multi,
     /// Up to two corrections (P1, P2) and always the continuation.
-    #[default]
     TwoPlusNew,
+    /// ≤ 2 crossings as two_plus_new; ≥ 3: P1's 2nd and 3rd candidates and P2's 2nd.
+    /// The default: the most draft forwards saved on the bundled model (docs/results.md).
+    #[default]
+    ConditionalRank,
     /// Like two_plus_new, but ≥ 3 crossings drop the continuation.
     NoP3,
     /// P1 only, continuation while there are at most two crossings.
     P1ConditionalNew,
+    /// Not in the reference: the three rows likeliest to hit if the draft's
+    /// probabilities were right (see `likely_rows`); margins do not choose.
+    Likely,
 }
 
+/// One correction to build: the `risky`-list index of its position and which
+/// alternative (0: the best token other than the draft's, 1: the next one).
+type Pick = (usize, usize);
+
 impl RowTable {
-    /// (correction ranks to build, build the continuation) for `crossings`.
-    fn plan(self, crossings: usize) -> (usize, bool) {
+    /// The name the command line and recordings use (`two_plus_new`, `likely`, ...).
+    pub fn name(self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
+    }
+
+    /// (corrections to build, build the continuation) for `crossings` (not `Likely`).
+    fn plan(self, crossings: usize) -> (Vec<Pick>, bool) {
+        let first = |n: usize| (0..n.min(crossings)).map(|i| (i, 0)).collect();
         match (self, crossings) {
-            (_, 0) => (0, true),
-            (_, 1) => (1, true),
-            (RowTable::P1ConditionalNew, 2) => (1, true),
-            (_, 2) => (2, true),
-            (RowTable::Multi, _) => (3, false),
-            (RowTable::TwoPlusNew, _) => (2, true),
-            (RowTable::NoP3, _) => (2, false),
-            (RowTable::P1ConditionalNew, _) => (1, false),
+            (_, 0) => (Vec::new(), true),
+            (_, 1) => (first(1), true),
+            (RowTable::P1ConditionalNew, 2) => (first(1), true),
+            (_, 2) => (first(2), true),
+            (RowTable::Multi, _) => (first(3), false),
+            (RowTable::TwoPlusNew | RowTable::Likely, _) => (first(2), true),
+            (RowTable::ConditionalRank, _) => (vec![(0, 0), (0, 1), (1, 0)], false),
+            (RowTable::NoP3, _) => (first(2), false),
+            (RowTable::P1ConditionalNew, _) => (first(1), false),
         }
     }
 }
+
+/// Most speculative rows fused with one verify row (reference §2.4: ≤ 4 rows in all).
+pub const MAX_BRANCH_ROWS: usize = 3;
 
 /// Kind of a speculative next-draft branch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
@@ -111,6 +135,48 @@ pub struct BranchRoom {
     pub budget: usize,
 }
 
+/// Corrections for `Likely` as (block position, alternative rank), and whether the
+/// continuation is among the likeliest rows. If the draft's probabilities were the
+/// verifier's, a correction at p with alternative a hits with probability
+/// Π_{j<p} P(d_j) · P(a at p) (everything before p accepted, then a chosen), and the
+/// continuation with Π_j P(d_j) · P(it predicts the bonus), the last factor taken as
+/// the block's mean draft probability. The `MAX_BRANCH_ROWS` best scores are built.
+fn likely_rows(block: &[u32], draft: &[PosSignals], banned: &[u32]) -> (Vec<(usize, usize)>, bool) {
+    let own_p = |i: usize| {
+        let s = &draft[i - 1];
+        s.top
+            .iter()
+            .find(|(id, _)| *id == block[i])
+            .map_or(0.0, |t| t.1)
+    };
+    // (score, position, alternative rank); position 0 stands for the continuation.
+    let mut scored: Vec<(f32, usize, usize)> = Vec::new();
+    let mut prefix = 1.0f32;
+    let mut sum = 0.0f32;
+    for p in 1..block.len() {
+        for k in 0..2 {
+            if let Some((_, q)) = draft[p - 1].alternatives(block[p], banned).nth(k) {
+                scored.push((prefix * q, p, k));
+            }
+        }
+        let q = own_p(p);
+        prefix *= q;
+        sum += q;
+    }
+    let mean = sum / (block.len() - 1).max(1) as f32;
+    scored.push((prefix * mean, 0, 0));
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+    scored.truncate(MAX_BRANCH_ROWS);
+    let new = scored.iter().any(|r| r.1 == 0);
+    let mut picks: Vec<(usize, usize)> = scored
+        .into_iter()
+        .filter(|r| r.1 > 0)
+        .map(|r| (r.1, r.2))
+        .collect();
+    picks.sort_unstable();
+    (picks, new)
+}
+
 /// Builds the branch rows for a draft block per `table`. `banned` holds the mask and
 /// EOS ids (never an alternative).
 pub fn plan_branches(
@@ -123,22 +189,32 @@ pub fn plan_branches(
     room: BranchRoom,
 ) -> Vec<Branch> {
     let b = block.len();
-    let (ranks, new) = table.plan(risky.len());
+    // (rank label, block position, alternative rank)
+    let (corrections, new): (Vec<(usize, usize, usize)>, bool) = if table == RowTable::Likely {
+        let (picks, new) = likely_rows(block, draft, banned);
+        let labelled = picks
+            .into_iter()
+            .enumerate()
+            .map(|(i, (p, k))| (i + 1, p, k));
+        (labelled.collect(), new)
+    } else {
+        let (picks, new) = table.plan(risky.len());
+        let labelled = picks.into_iter().map(|(i, k)| (i + 1, risky[i], k));
+        (labelled.collect(), new)
+    };
     let mut out = Vec::new();
-    for (rank, &p) in risky.iter().enumerate().take(ranks) {
+    for (rank, p, k) in corrections {
         if p + b > room.context || p >= room.budget {
             continue; // keeps the rank label: P2 stays P2 if P1 was skipped
         }
-        let Some(alt) = draft[p - 1].alternative(block[p], banned) else {
+        let Some((alt, _)) = draft[p - 1].alternatives(block[p], banned).nth(k) else {
             continue;
         };
         let mut tokens = block[..p].to_vec();
         tokens.push(alt);
         tokens.extend(std::iter::repeat_n(mask_id, b - 1));
         out.push(Branch {
-            kind: BranchKind::Correction {
-                rank: rank as u8 + 1,
-            },
+            kind: BranchKind::Correction { rank: rank as u8 },
             at: p,
             alt: Some(alt),
             causal_len: p,
@@ -200,19 +276,21 @@ pub fn resolve(
     }
     match verdict.first_reject {
         Some(q) => {
-            if let Some((i, br)) = branches
+            // Corrections at q (two when a table builds a second candidate there);
+            // ar[q − 1] is the verifier's token for position q.
+            let mut at_q = branches
                 .iter()
                 .enumerate()
-                .find(|(_, b)| matches!(b.kind, BranchKind::Correction { .. }) && b.at == q)
-            {
-                // ar[q − 1] is the verifier's token for position q.
-                return if Some(verdict.verifier_tokens[q - 1]) == br.alt {
-                    BranchOutcome::Hit {
+                .filter(|(_, b)| matches!(b.kind, BranchKind::Correction { .. }) && b.at == q)
+                .peekable();
+            if at_q.peek().is_some() {
+                let want = Some(verdict.verifier_tokens[q - 1]);
+                return match at_q.find(|(_, b)| b.alt == want) {
+                    Some((i, br)) => BranchOutcome::Hit {
                         index: i,
                         kind: br.kind,
-                    }
-                } else {
-                    miss(MissReason::WrongCandidate)
+                    },
+                    None => miss(MissReason::WrongCandidate),
                 };
             }
             let ats: Vec<usize> = branches
@@ -353,6 +431,101 @@ mod tests {
         assert!(b
             .iter()
             .all(|x| x.tokens.len() <= 6 + x.causal_len && x.at + 5 <= 6));
+    }
+
+    /// Signals with these exact probabilities over a 100-token vocabulary.
+    fn probs(ps: &[(u32, f32)]) -> PosSignals {
+        let mut row = vec![-30.0f32; 100];
+        for &(id, p) in ps {
+            row[id as usize] = p.ln();
+        }
+        signals_of(&row, MASK)
+    }
+
+    #[test]
+    fn likely_builds_the_rows_most_likely_to_hit() {
+        let block = [10, 11, 12, 13, 14];
+        let draft = vec![
+            probs(&[(11, 0.98), (21, 0.01)]),
+            probs(&[(12, 0.5), (22, 0.45), (32, 0.04)]),
+            probs(&[(13, 0.9), (23, 0.09)]),
+            probs(&[(14, 0.6), (24, 0.39)]),
+        ];
+        // Scores: position 2 → 22: 0.98·0.45 = 0.44; continuation: 0.98·0.5·0.9·0.6 ·
+        // mean(0.98, 0.5, 0.9, 0.6) = 0.20; position 4 → 24: 0.98·0.5·0.9·0.39 = 0.17;
+        // position 3 → 23: 0.04; position 2 → 32: 0.04; position 1 → 21: 0.01.
+        let br = plan_branches(&block, &draft, &[], RowTable::Likely, MASK, &[MASK], room());
+        let got: Vec<(BranchKind, usize, Option<u32>)> =
+            br.iter().map(|b| (b.kind, b.at, b.alt)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (BranchKind::Correction { rank: 1 }, 2, Some(22)),
+                (BranchKind::Correction { rank: 2 }, 4, Some(24)),
+                (BranchKind::Continuation, 5, None),
+            ]
+        );
+        // A confident block: the continuation, then the likeliest corrections; a
+        // position's second alternative can outrank a later position's first.
+        let sure = vec![
+            probs(&[(11, 0.99), (21, 0.005)]),
+            probs(&[(12, 0.6), (22, 0.3), (32, 0.09)]),
+            probs(&[(13, 0.99), (23, 0.005)]),
+            probs(&[(14, 0.99), (24, 0.005)]),
+        ];
+        let br = plan_branches(&block, &sure, &[], RowTable::Likely, MASK, &[MASK], room());
+        let got: Vec<(usize, Option<u32>)> = br.iter().map(|b| (b.at, b.alt)).collect();
+        assert_eq!(got, vec![(2, Some(22)), (2, Some(32)), (5, None)]);
+        // Banned ids are never alternatives.
+        let br = plan_branches(
+            &block,
+            &sure,
+            &[],
+            RowTable::Likely,
+            MASK,
+            &[MASK, 22],
+            room(),
+        );
+        assert!(br.iter().all(|b| b.alt != Some(22)));
+    }
+
+    #[test]
+    fn conditional_rank_and_two_candidates_at_one_position() {
+        let block = [10, 11, 12, 13, 14];
+        let draft = vec![
+            probs(&[(11, 0.5), (21, 0.3), (31, 0.2)]),
+            probs(&[(12, 0.5), (22, 0.4)]),
+            probs(&[(13, 0.5), (23, 0.4)]),
+            probs(&[(14, 0.99)]),
+        ];
+        let risky = risky_positions(&draft, 0.5);
+        assert_eq!(risky, vec![1, 2, 3]);
+        let br = plan_branches(
+            &block,
+            &draft,
+            &risky,
+            RowTable::ConditionalRank,
+            MASK,
+            &[MASK],
+            room(),
+        );
+        let got: Vec<(usize, Option<u32>)> = br.iter().map(|b| (b.at, b.alt)).collect();
+        assert_eq!(got, vec![(1, Some(21)), (1, Some(31)), (2, Some(22))]);
+        // The verifier's 31 at position 1 hits the second row at that position (both
+        // rows re-draft from the first crossing, so both are P1).
+        assert_eq!(
+            resolve(&br, &verify(&block, &[31, 0, 0, 0, 0]), None),
+            BranchOutcome::Hit {
+                index: 1,
+                kind: BranchKind::Correction { rank: 1 }
+            }
+        );
+        assert_eq!(
+            resolve(&br, &verify(&block, &[41, 0, 0, 0, 0]), None),
+            BranchOutcome::Miss {
+                reason: MissReason::WrongCandidate
+            }
+        );
     }
 
     #[test]

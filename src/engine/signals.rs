@@ -25,13 +25,23 @@ pub struct PosSignals {
 }
 
 impl PosSignals {
-    /// Best token that is neither `exclude` nor in `banned` (the draft's own token, the
-    /// mask and EOS for a correction branch's alternative).
-    pub fn alternative(&self, exclude: u32, banned: &[u32]) -> Option<u32> {
+    /// Candidates that are neither `exclude` nor in `banned` (the draft's own token, the
+    /// mask and EOS for a correction branch's alternative), best first, with their
+    /// probabilities.
+    pub fn alternatives<'a>(
+        &'a self,
+        exclude: u32,
+        banned: &'a [u32],
+    ) -> impl Iterator<Item = (u32, f32)> + 'a {
         self.top
             .iter()
-            .map(|&(id, _)| id)
-            .find(|id| *id != exclude && !banned.contains(id))
+            .copied()
+            .filter(move |(id, _)| *id != exclude && !banned.contains(id))
+    }
+
+    /// The best of `alternatives`.
+    pub fn alternative(&self, exclude: u32, banned: &[u32]) -> Option<u32> {
+        self.alternatives(exclude, banned).next().map(|t| t.0)
     }
 }
 

@@ -5,11 +5,12 @@ use std::collections::HashMap;
 
 use anyhow::{bail, ensure, Context, Result};
 use candle_core::{DType, Device, Module, Tensor};
-use candle_nn::{Embedding, Linear, VarBuilder};
+use candle_nn::{Embedding, VarBuilder};
 
 use super::cache::KvCache;
 use super::config::Config;
 use super::lora::DraftLora;
+use super::proj::Proj;
 use super::rope::Rope;
 use super::rows::{AttnRule, RowBatch};
 
@@ -59,10 +60,10 @@ struct FwdCtx {
 
 #[derive(Debug, Clone)]
 struct Attention {
-    q_proj: Linear,
-    k_proj: Linear,
-    v_proj: Linear,
-    o_proj: Linear,
+    q_proj: Proj,
+    k_proj: Proj,
+    v_proj: Proj,
+    o_proj: Proj,
     num_heads: usize,
     num_kv_heads: usize,
     head_dim: usize,
@@ -73,10 +74,10 @@ impl Attention {
         let (h, hd) = (cfg.hidden_size, cfg.head_dim());
         let (nh, nkv) = (cfg.num_attention_heads, cfg.num_kv_heads());
         Ok(Self {
-            q_proj: candle_nn::linear_no_bias(h, nh * hd, vb.pp("q_proj"))?,
-            k_proj: candle_nn::linear_no_bias(h, nkv * hd, vb.pp("k_proj"))?,
-            v_proj: candle_nn::linear_no_bias(h, nkv * hd, vb.pp("v_proj"))?,
-            o_proj: candle_nn::linear_no_bias(nh * hd, h, vb.pp("o_proj"))?,
+            q_proj: Proj::new(h, nh * hd, vb.pp("q_proj"))?,
+            k_proj: Proj::new(h, nkv * hd, vb.pp("k_proj"))?,
+            v_proj: Proj::new(h, nkv * hd, vb.pp("v_proj"))?,
+            o_proj: Proj::new(nh * hd, h, vb.pp("o_proj"))?,
             num_heads: nh,
             num_kv_heads: nkv,
             head_dim: hd,
@@ -207,24 +208,24 @@ impl Attention {
             .matmul(&v)?
             .transpose(1, 2)?
             .reshape((b, t, nh * hd))?;
-        Ok(self.o_proj.forward(&out)?)
+        self.o_proj.forward(&out)
     }
 }
 
 #[derive(Debug, Clone)]
 struct Mlp {
-    gate_proj: Linear,
-    up_proj: Linear,
-    down_proj: Linear,
+    gate_proj: Proj,
+    up_proj: Proj,
+    down_proj: Proj,
 }
 
 impl Mlp {
     fn new(cfg: &Config, vb: VarBuilder) -> Result<Self> {
         let (h, i) = (cfg.hidden_size, cfg.intermediate_size);
         Ok(Self {
-            gate_proj: candle_nn::linear_no_bias(h, i, vb.pp("gate_proj"))?,
-            up_proj: candle_nn::linear_no_bias(h, i, vb.pp("up_proj"))?,
-            down_proj: candle_nn::linear_no_bias(i, h, vb.pp("down_proj"))?,
+            gate_proj: Proj::new(h, i, vb.pp("gate_proj"))?,
+            up_proj: Proj::new(h, i, vb.pp("up_proj"))?,
+            down_proj: Proj::new(i, h, vb.pp("down_proj"))?,
         })
     }
 
@@ -232,7 +233,7 @@ impl Mlp {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let gate = self.gate_proj.forward(x)?.silu()?;
         let up = self.up_proj.forward(x)?;
-        Ok(self.down_proj.forward(&(gate * up)?)?)
+        self.down_proj.forward(&(gate * up)?)
     }
 }
 
@@ -263,7 +264,7 @@ pub struct Model {
     embed_tokens: Embedding,
     layers: Vec<DecoderLayer>,
     norm: RmsNorm,
-    head: Linear,
+    head: Proj,
     rope: Rope,
     lora: Option<DraftLora>,
     device: Device,
@@ -281,9 +282,9 @@ impl Model {
             .collect::<Result<Vec<_>>>()?;
         let norm = RmsNorm::new(cfg.hidden_size, cfg.rms_norm_eps, enc.pp("norm"))?;
         let head = if cfg.tie_word_embeddings {
-            Linear::new(embed_tokens.embeddings().clone(), None)
+            Proj::from_weight(embed_tokens.embeddings().clone())
         } else {
-            candle_nn::linear_no_bias(cfg.hidden_size, cfg.vocab_size, vb.pp("diffusion_head"))?
+            Proj::new(cfg.hidden_size, cfg.vocab_size, vb.pp("diffusion_head"))?
         };
         Ok(Self {
             cfg: cfg.clone(),
@@ -296,6 +297,23 @@ impl Model {
             device: vb.device().clone(),
             dtype: vb.dtype(),
         })
+    }
+
+    /// Ready for decoding: projections also keep their CPU-friendly transposed copy
+    /// (see `proj.rs`). Training uses the model as built.
+    pub fn for_inference(mut self) -> Result<Self> {
+        for l in &mut self.layers {
+            let a = &mut l.self_attn;
+            for p in [&mut a.q_proj, &mut a.k_proj, &mut a.v_proj, &mut a.o_proj] {
+                *p = p.clone().for_inference()?;
+            }
+            let m = &mut l.mlp;
+            for p in [&mut m.gate_proj, &mut m.up_proj, &mut m.down_proj] {
+                *p = p.clone().for_inference()?;
+            }
+        }
+        self.head = self.head.clone().for_inference()?;
+        Ok(self)
     }
 
     /// Attaches the draft-only adapter.
@@ -425,7 +443,7 @@ impl Model {
             x = (&x + layer.mlp.forward(&h)?)?;
         }
         let h = self.norm.forward_diff(&x)?;
-        Ok(self.head.forward(&h)?)
+        self.head.forward(&h)
     }
 
     /// Head over the selected positions only: one vocab-wide matmul for the whole batch.

@@ -6,6 +6,7 @@ pub mod cache;
 pub mod config;
 pub mod lora;
 pub mod ops;
+pub mod proj;
 pub mod rope;
 pub mod rows;
 pub mod source;
@@ -114,12 +115,14 @@ pub fn load(files: &ModelFiles, device: &Device, opts: LoadOptions) -> Result<(M
     };
     drop(found);
     let vb = VarBuilder::from_backend(Box::new(st), opts.dtype, device.clone());
-    let mut model = Model::new(&cfg, vb).with_context(|| {
-        format!(
-            "weights {shown} do not match config {}",
-            files.config.display()
-        )
-    })?;
+    let mut model = Model::new(&cfg, vb)
+        .and_then(Model::for_inference)
+        .with_context(|| {
+            format!(
+                "weights {shown} do not match config {}",
+                files.config.display()
+            )
+        })?;
     let mut report = report;
     if let (true, Some(dir)) = (opts.lora, &files.lora_dir) {
         let lora = lora::DraftLora::load(dir, &cfg, opts.dtype, device)?;
