@@ -5,6 +5,7 @@
 mod common;
 
 use common::fixture_prompts;
+use specscope::engine::cost::CostModel;
 use specscope::engine::overlap::RowTable;
 use specscope::engine::{
     generate_ar, Batching, DecodeOptions, Mode, NullSink, RequestStats, Scheduler, Submit,
@@ -44,7 +45,18 @@ fn decode_with(
     batching: Batching,
     mut after_step: impl FnMut(&Scheduler),
 ) -> (Vec<Vec<u32>>, Vec<RequestStats>) {
-    let mut sched = Scheduler::new(model.clone(), None).with_batching(batching);
+    // Costs nearly flat in B, as on a GPU, so the adaptive policy uses every size
+    // (and the tests do not depend on this machine's saved profile).
+    let cost = CostModel {
+        fixed_ms: 1.0,
+        per_row_ms: 0.1,
+        per_token_ms: 0.005,
+        per_token_ctx_ms: 0.0,
+        source: "test: GPU-like".into(),
+    };
+    let mut sched = Scheduler::new(model.clone(), None)
+        .with_batching(batching)
+        .with_cost(cost);
     let mut out = vec![Vec::new(); prompts.len()];
     let mut stats = Vec::new();
     let mut ids = Vec::new();

@@ -298,7 +298,12 @@ pub fn pava_non_increasing(y: &[f64], w: &[f64]) -> Vec<f64> {
         .collect()
 }
 
-/// The ratio rule: argmax_B V_B(s) / T_C(B); ties go to the smaller B.
+/// The ratio rule: argmax_B V_B(s) / T_C(B); ties go to the smaller B. Before a
+/// request has history (cold start) the reference's mapping from concurrency to B is
+/// the largest B allowed, and within it the rule runs on the tables' marginal values
+/// (no signal yet): with flat forward costs, as on the reference's GPUs, that is the
+/// reference's choice; where a 32-token forward costs several 8-token ones, as on a
+/// CPU, the first round is not spent on a block the costs do not justify.
 pub fn choose_block(
     history: &History,
     tables: &SurvivalTables,
@@ -306,21 +311,16 @@ pub fn choose_block(
     concurrency: usize,
     ctx: usize,
 ) -> (usize, BlockReason) {
-    if history.is_empty() {
-        let b = cold_start(concurrency);
-        return (
-            b,
-            BlockReason {
-                rule: "cold_start".into(),
-                signal: None,
-                candidates: vec![],
-            },
-        );
-    }
+    let (rule, cap) = if history.is_empty() {
+        ("cold_start", cold_start(concurrency))
+    } else {
+        ("ratio", usize::MAX)
+    };
     let signal = history.signal();
     let stratum = history.stratum();
     let candidates: Vec<BlockCandidate> = BLOCKS
         .iter()
+        .filter(|&&b| b <= cap)
         .map(|&b| BlockCandidate {
             block: b,
             value: tables.value(b, signal, stratum.as_deref()),
@@ -337,7 +337,7 @@ pub fn choose_block(
     (
         block,
         BlockReason {
-            rule: "ratio".into(),
+            rule: rule.into(),
             signal,
             candidates,
         },
@@ -407,12 +407,22 @@ mod tests {
             source: "test".into(),
         };
         let mut h = History::default();
-        assert_eq!(
-            choose_block(&h, &t, &cost, 1, 0).0,
-            32,
-            "cold start at C = 1"
-        );
-        assert_eq!(choose_block(&h, &t, &cost, 64, 0).0, 8);
+        // Cold start: with flat costs, the reference's mapping (32 up to C = 4, 16 up to
+        // C = 32, then 8); with costs that grow with B, the rule within that cap.
+        let flat = CostModel {
+            per_token_ms: 0.0,
+            ..cost.clone()
+        };
+        for (c, want) in [(1, 32), (4, 32), (16, 16), (64, 8)] {
+            let (b, why) = choose_block(&h, &t, &flat, c, 0);
+            assert_eq!((b, why.rule.as_str()), (want, "cold_start"), "C = {c}");
+        }
+        let steep = CostModel {
+            per_token_ms: 1.0,
+            ..cost.clone()
+        };
+        assert_eq!(choose_block(&h, &t, &steep, 1, 0).0, 8);
+        assert_eq!(choose_block(&h, &t, &steep, 16, 0).1.candidates.len(), 2);
         h.push(RoundRecord {
             block: 16,
             advance: 3,

@@ -48,40 +48,42 @@ impl PosSignals {
 /// Signals of one logits row (`vocab` values), mask token excluded.
 pub fn signals_of(row: &[f32], mask_id: u32) -> PosSignals {
     let mask = mask_id as usize;
+    // Pass 1: the maximum and the top-k logits (a bounded insertion list: O(V·k) with
+    // k tiny; ties keep the lower id first).
     let mut max = f32::NEG_INFINITY;
-    for (i, &x) in row.iter().enumerate() {
-        if i != mask && x > max {
-            max = x;
-        }
-    }
-    let mut sum = 0f64;
-    for (i, &x) in row.iter().enumerate() {
-        if i != mask {
-            sum += ((x - max) as f64).exp();
-        }
-    }
-    let log_z = max as f64 + sum.ln();
-    let mut entropy = 0f64;
-    // Top-k by a bounded insertion list: O(V·k) with k tiny, no allocation per element.
     let mut top: Vec<(u32, f32)> = Vec::with_capacity(TOP_K + 1);
     for (i, &x) in row.iter().enumerate() {
         if i == mask {
             continue;
         }
-        let lp = x as f64 - log_z;
-        let p = lp.exp();
-        if p > 0.0 {
-            entropy -= p * lp;
-        }
+        max = max.max(x);
         if top.len() < TOP_K || x > top[top.len() - 1].1 {
             let at = top.iter().position(|&(_, y)| x > y).unwrap_or(top.len());
             top.insert(at, (i as u32, x));
             top.truncate(TOP_K);
         }
     }
+    // Pass 2, one exp per logit: S = Σ e^(x−max) and T = Σ e^(x−max)·(x−max), so that
+    // log Z = max + ln S and the entropy is ln S − T / S.
+    let (before, after) = row.split_at(mask.min(row.len()));
+    let after = after.get(1..).unwrap_or(&[]);
+    let (mut sum, mut tilt) = (0f64, 0f64);
+    for &x in before.iter().chain(after) {
+        let d = x - max;
+        let e = d.exp();
+        if e > 0.0 {
+            sum += e as f64;
+            tilt += (e * d) as f64; // e·d is NaN for a −∞ logit, whose share is 0
+        }
+    }
+    let entropy = if sum > 0.0 {
+        sum.ln() - tilt / sum
+    } else {
+        0.0
+    };
     let top: Vec<(u32, f32)> = top
         .into_iter()
-        .map(|(id, x)| (id, (x as f64 - log_z).exp() as f32))
+        .map(|(id, x)| (id, ((x - max).exp() as f64 / sum) as f32))
         .collect();
     let p1 = top.first().map_or(0.0, |t| t.1);
     let p2 = top.get(1).map_or(0.0, |t| t.1);

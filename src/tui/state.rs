@@ -1,7 +1,7 @@
 //! The screen's state and its reducer: `update(&mut State, Msg) -> Vec<Effect>` is the
 //! only place state changes, for live sessions and replays alike.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use crate::engine::events::{
     BlockReason, BranchView, DecodeEvent, Mode, Origin, PosView, RequestId,
@@ -255,13 +255,13 @@ pub struct State {
     pub requests: HashMap<RequestId, RequestInfo>,
     /// Requests started and not finished.
     pub live: Vec<RequestId>,
-    pub rounds: Vec<RoundView>,
+    pub rounds: VecDeque<RoundView>,
     /// Index into `rounds` being looked at; `None` follows the newest.
     pub view: Option<usize>,
     /// Inspected block position in the viewed round.
     pub selected: Option<usize>,
     pub summary: SummaryBuilder,
-    pub samples: Vec<Sample>,
+    pub samples: VecDeque<Sample>,
     pub token_text: HashMap<u32, String>,
     pub paused: bool,
     /// Pace index (slow motion live, speed in replays).
@@ -290,11 +290,11 @@ impl State {
             transcript: Vec::new(),
             requests: HashMap::new(),
             live: Vec::new(),
-            rounds: Vec::new(),
+            rounds: VecDeque::new(),
             view: None,
             selected: None,
             summary: SummaryBuilder::default(),
-            samples: Vec::new(),
+            samples: VecDeque::new(),
             token_text: HashMap::new(),
             paused: false,
             speed: 0,
@@ -317,7 +317,7 @@ impl State {
     pub fn shown_round(&self) -> Option<&RoundView> {
         match self.view {
             Some(i) => self.rounds.get(i),
-            None => self.rounds.last(),
+            None => self.rounds.back(),
         }
     }
 
@@ -388,10 +388,10 @@ impl State {
             Some(back) => self.rounds.len() - 1 - back,
             None => {
                 if self.rounds.len() >= MAX_ROUNDS {
-                    self.rounds.remove(0);
+                    self.rounds.pop_front();
                     self.view = self.view.map(|v| v.saturating_sub(1));
                 }
-                self.rounds.push(RoundView::new(req, round, t));
+                self.rounds.push_back(RoundView::new(req, round, t));
                 self.rounds.len() - 1
             }
         };
@@ -533,7 +533,7 @@ fn on_event(s: &mut State, t: f64, event: TraceEvent) {
                 detail,
             });
             let sm = &s.summary.summary;
-            s.samples.push(Sample {
+            s.samples.push_back(Sample {
                 t,
                 tokens: sm.new_tokens,
                 decode_tokens: sm.decode_tokens,
@@ -541,7 +541,7 @@ fn on_event(s: &mut State, t: f64, event: TraceEvent) {
                 forward_ms: sm.forward_ms,
             });
             if s.samples.len() > MAX_ROUNDS {
-                s.samples.remove(0);
+                s.samples.pop_front();
             }
         }
         DecodeEvent::BranchResolved {

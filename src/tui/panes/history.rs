@@ -2,6 +2,8 @@
 //! an acceptance histogram per prompt family, branch hit rates, TPF and tokens/s over
 //! time.
 
+use std::collections::VecDeque;
+
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Margin, Rect};
 use ratatui::style::Style;
@@ -63,11 +65,12 @@ pub fn sparkline(values: &[f64], width: usize) -> String {
         .collect()
 }
 
-/// Windowed TPF and tokens/s after each round.
-pub fn rates(samples: &[Sample]) -> (Vec<f64>, Vec<f64>) {
+/// Windowed TPF and tokens/s after each of the last `last` rounds (a frame draws only
+/// those, so a long session costs no more per frame than a short one).
+pub fn rates(samples: &VecDeque<Sample>, last: usize) -> (Vec<f64>, Vec<f64>) {
     let mut tpf = Vec::new();
     let mut tps = Vec::new();
-    for i in 0..samples.len() {
+    for i in samples.len().saturating_sub(last)..samples.len() {
         let j = i.saturating_sub(WINDOW);
         let (a, b) = (&samples[j], &samples[i]);
         let (a_tok, a_fwd, a_ms, a_all) = if i == j {
@@ -137,15 +140,16 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme) {
     }
     let label_w = 7u16;
     let plot_w = usize::from(inner.width - label_w);
-    let verified: Vec<usize> = (0..s.rounds.len())
+    // The newest `plot_w` verified rounds, oldest first; borrowed, not cloned (rounds
+    // carry top-k detail and this runs every frame).
+    let mut verified: Vec<usize> = (0..s.rounds.len())
+        .rev()
         .filter(|i| s.rounds[*i].verdict.is_some())
+        .take(plot_w)
         .collect();
-    let start = verified.len().saturating_sub(plot_w);
-    // Borrowed, not cloned: rounds carry top-k detail and this runs every frame.
-    let shown: Vec<&RoundView> = verified[start..].iter().map(|i| &s.rounds[*i]).collect();
-    let highlight = s
-        .view
-        .and_then(|v| verified[start..].iter().position(|i| *i == v));
+    verified.reverse();
+    let shown: Vec<&RoundView> = verified.iter().map(|i| &s.rounds[*i]).collect();
+    let highlight = s.view.and_then(|v| verified.iter().position(|i| *i == v));
 
     // Rows 0-3: bars; row 4: block sizes.
     let label = |f: &mut Frame, y: u16, text: &str| {
@@ -237,8 +241,8 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme) {
         t.dim,
     ));
     lines.push(Line::from(br));
-    let (tpf, tps) = rates(&s.samples);
     let w = usize::from(inner.width / 2).saturating_sub(16).max(4);
+    let (tpf, tps) = rates(&s.samples, w);
     lines.push(Line::from(vec![
         Span::styled("TPF ", t.dim),
         Span::styled(sparkline(&tpf, w), t.accepted),
