@@ -19,11 +19,7 @@ fn time_us(p: &Proj, x: &Tensor, reps: usize) -> Result<f64> {
 }
 
 fn main() -> Result<()> {
-    // The thread count is read once, as `specscope` does (see src/main.rs).
-    if std::env::var_os("RAYON_NUM_THREADS").is_none() {
-        let n = candle_core::utils::get_num_threads();
-        std::env::set_var("RAYON_NUM_THREADS", n.to_string());
-    }
+    specscope::settle_thread_count(); // as `specscope` does
     let dev = Device::Cpu;
     println!(
         "{:<22} {:>5} {:>14} {:>14} {:>8}",

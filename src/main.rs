@@ -51,19 +51,8 @@ enum Command {
     Train(cli::train::TrainArgs),
 }
 
-/// candle asks for its thread count on every matmul, and without `RAYON_NUM_THREADS` set
-/// that answer comes from reading /proc/cpuinfo each time: measured at about 7% of the
-/// CPU time of decoding with the bundled model. Asking once, before any thread starts,
-/// and setting the variable makes every later answer an environment look-up.
-fn settle_thread_count() {
-    if std::env::var_os("RAYON_NUM_THREADS").is_none() {
-        let n = candle_core::utils::get_num_threads();
-        std::env::set_var("RAYON_NUM_THREADS", n.to_string());
-    }
-}
-
 fn main() -> ExitCode {
-    settle_thread_count();
+    specscope::settle_thread_count();
     let cli = Cli::parse();
     let command = cli
         .command
