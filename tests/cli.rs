@@ -327,6 +327,7 @@ fn run_modes_agree_with_ar_on_the_trained_fixture() {
         &["--mode", "linear", "--block", "8"][..],
         &["--mode", "recguide", "--no-cost-aware"],
         &["--mode", "recguide"],
+        &["--mode", "recguide", "--adaptive-blocks", "8,16,32"],
     ] {
         let (t, stats) = tokens(m);
         assert_eq!(t, ar, "{m:?}");
@@ -345,6 +346,16 @@ fn run_modes_agree_with_ar_on_the_trained_fixture() {
         "0",
     ]);
     assert_clean_error(&o, "block size");
+    let o = run(&[
+        "run",
+        "--model",
+        dir.to_str().unwrap(),
+        "--prompt",
+        "x",
+        "--adaptive-blocks",
+        "8,0",
+    ]);
+    assert_clean_error(&o, "adaptive block sizes");
     let o = run(&[
         "run",
         "--model",

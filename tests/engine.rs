@@ -284,13 +284,12 @@ fn bad_options_and_prompts_are_named() {
 #[test]
 fn survival_rounds_cover_every_block_size() {
     let (model, prompts) = fixture_prompts(1);
-    let samples = specscope::engine::survival::collect(&model, &prompts[0], 48, 1).unwrap();
+    let blocks = [4, 8, 16, 32];
+    let samples =
+        specscope::engine::survival::collect(&model, &prompts[0], 48, 1, &blocks).unwrap();
     assert!(samples.len() > 2);
     for s in &samples {
-        assert_eq!(
-            s.advance.keys().copied().collect::<Vec<_>>(),
-            vec![8, 16, 32]
-        );
+        assert_eq!(s.advance.keys().copied().collect::<Vec<_>>(), blocks);
         for (&b, &a) in &s.advance {
             assert!((1..=b).contains(&a));
         }
@@ -301,4 +300,76 @@ fn survival_rounds_cover_every_block_size() {
     );
     let t = specscope::engine::adaptive::SurvivalTables::estimate(&samples, 2, 1, "test");
     assert!(t.value(32, None, None) >= 1.0);
+    assert_eq!(t.blocks(), blocks, "every collected B is tabled");
+    let err = specscope::engine::survival::collect(&model, &prompts[0], 48, 1, &[1]);
+    assert!(err.unwrap_err().to_string().contains("at least 2"));
+    // With AR steps among the canonical rounds, the rounds after them form `b1_full`.
+    let mut samples = Vec::new();
+    for (k, p) in prompts.iter().enumerate().take(4) {
+        samples.extend(
+            specscope::engine::survival::collect(&model, p, 48, k as u64, &[1, 8]).unwrap(),
+        );
+    }
+    assert!(samples.iter().all(|s| s.advance.keys().eq([8].iter())));
+    assert!(
+        samples
+            .iter()
+            .any(|s| s.stratum.as_deref() == Some("b1_full")),
+        "no round followed an AR step"
+    );
+}
+
+/// With the cost model learning, packed rounds now and then give one adaptive request
+/// its runner-up size, so the learned costs keep seeing every choice; without learning
+/// the rule never explores. Either way the tokens are AR's.
+#[test]
+fn learning_rounds_explore_and_fixed_costs_do_not() {
+    let (model, prompts) = fixture_prompts(8);
+    let o = DecodeOptions {
+        max_new_tokens: 48,
+        ..DecodeOptions::default()
+    };
+    let linear = run_all(
+        &mut Scheduler::new(model.clone(), None),
+        &prompts,
+        &opts(Mode::Linear, 8),
+    );
+    for learn in [true, false] {
+        let mut sched = Scheduler::new(model.clone(), None).with_cost_learning(learn);
+        for p in &prompts {
+            let s = Submit {
+                prompt: p.clone(),
+                options: o.clone(),
+                family: None,
+            };
+            sched.submit(s, &mut NullSink).unwrap();
+        }
+        let mut sink = VecSink::default();
+        sched.run_to_completion(&mut sink).unwrap();
+        let mut done = sched.take_finished();
+        done.sort_by_key(|f| f.id);
+        for (d, l) in done.iter().zip(&linear) {
+            assert_eq!(d.tokens, l.tokens, "learning {learn}");
+        }
+        let rules: Vec<String> = sink
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                DecodeEvent::BlockChosen { reason, .. } => Some(reason.rule.clone()),
+                _ => None,
+            })
+            .collect();
+        let explored = rules.iter().filter(|r| *r == "explore").count();
+        assert!(rules.iter().any(|r| r == "round"), "{rules:?}");
+        if learn {
+            assert!(explored > 0, "learning never explored: {rules:?}");
+            assert!(
+                sched.cost().source.contains("forwards"),
+                "{}",
+                sched.cost().source
+            );
+        } else {
+            assert_eq!(explored, 0);
+        }
+    }
 }

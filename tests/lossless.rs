@@ -33,30 +33,58 @@ fn decode(
     opts: &DecodeOptions,
     concurrency: usize,
 ) -> (Vec<Vec<u32>>, Vec<RequestStats>) {
-    decode_with(model, prompts, opts, concurrency, Batching::Packed, |_| {})
+    decode_with(
+        model,
+        prompts,
+        opts,
+        concurrency,
+        Batching::Packed,
+        gpu_like(),
+        |_| {},
+    )
 }
 
-/// `decode` with a batching choice; `after_step` sees the scheduler after every round.
+/// Costs nearly flat in B, as on a GPU, so the adaptive policy uses the large sizes
+/// (and the tests do not depend on this machine's saved profile).
+fn gpu_like() -> CostModel {
+    CostModel {
+        fixed_ms: 1.0,
+        per_row_ms: 0.1,
+        per_token_ms: 0.005,
+        per_token_ctx_ms: 0.0,
+        per_draft_token_ms: 0.0,
+        source: "test: GPU-like".into(),
+    }
+}
+
+/// Costs that grow with every token, as on the development CPU (its fitted profile),
+/// so the adaptive policy takes small blocks and AR steps.
+fn cpu_like() -> CostModel {
+    CostModel {
+        fixed_ms: 1.07,
+        per_row_ms: 0.344,
+        per_token_ms: 0.146,
+        per_token_ctx_ms: 2.4e-4,
+        per_draft_token_ms: 0.05,
+        source: "test: CPU-like".into(),
+    }
+}
+
+/// `decode` with a batching choice and costs; `after_step` sees the scheduler after
+/// every round.
 fn decode_with(
     model: &Model,
     prompts: &[Vec<u32>],
     opts: &DecodeOptions,
     concurrency: usize,
     batching: Batching,
+    cost: CostModel,
     mut after_step: impl FnMut(&Scheduler),
 ) -> (Vec<Vec<u32>>, Vec<RequestStats>) {
-    // Costs nearly flat in B, as on a GPU, so the adaptive policy uses every size
-    // (and the tests do not depend on this machine's saved profile).
-    let cost = CostModel {
-        fixed_ms: 1.0,
-        per_row_ms: 0.1,
-        per_token_ms: 0.005,
-        per_token_ctx_ms: 0.0,
-        source: "test: GPU-like".into(),
-    };
     let mut sched = Scheduler::new(model.clone(), None)
         .with_batching(batching)
-        .with_cost(cost);
+        .with_cost(cost)
+        .with_cost_learning(false);
     let mut out = vec![Vec::new(); prompts.len()];
     let mut stats = Vec::new();
     let mut ids = Vec::new();
@@ -153,6 +181,31 @@ fn every_mode_is_lossless() {
     assert!(hits > 20, "branch hits: {hits}");
 }
 
+/// Under CPU-like costs the adaptive policy mixes small blocks and AR steps (B = 1) with
+/// drafting requests, in packed rounds (chosen together) and in buckets (per request):
+/// still AR's tokens.
+#[test]
+fn adaptive_small_blocks_and_ar_steps_are_lossless() {
+    let (model, prompts) = fixture_prompts(17);
+    let prompts = &prompts[..24];
+    let want = reference(&model, prompts);
+    let mut o = opts(Mode::Recguide, 16, true, true);
+    o.cost_aware = true;
+    let mut sizes = std::collections::BTreeSet::new();
+    for c in [1, 4, 16] {
+        for batching in [Batching::Packed, Batching::ByBlock] {
+            let (got, stats) = decode_with(&model, prompts, &o, c, batching, cpu_like(), |_| {});
+            for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(g, w, "C={c} {batching:?}: prompt {k} differs from AR");
+            }
+            sizes.extend(stats.iter().flat_map(|s| s.blocks.keys().cloned()));
+        }
+    }
+    for b in ["1", "4"] {
+        assert!(sizes.contains(b), "B = {b} never chosen: {sizes:?}");
+    }
+}
+
 /// Requests that planned different block sizes share one draft and one verify forward
 /// per round (packed rows), and the reference's per-block-size buckets give the same
 /// tokens with more forwards.
@@ -164,7 +217,7 @@ fn packed_rounds_share_forwards_and_match_buckets() {
     let o = opts(Mode::Recguide, 16, true, true);
     let mut last = (0, 0);
     let mut worst = 0;
-    let (packed, _) = decode_with(&model, prompts, &o, 4, Batching::Packed, |s| {
+    let (packed, _) = decode_with(&model, prompts, &o, 4, Batching::Packed, gpu_like(), |s| {
         let c = s.counts();
         let now = (c.draft, c.verify + c.fused);
         worst = worst.max((now.0 - last.0).max(now.1 - last.1));
@@ -173,10 +226,11 @@ fn packed_rounds_share_forwards_and_match_buckets() {
     assert_eq!(packed, want);
     assert_eq!(worst, 1, "a round ran more than one forward per phase");
     let mut by_block_forwards = 0;
-    let (buckets, stats) = decode_with(&model, prompts, &o, 4, Batching::ByBlock, |s| {
-        let c = s.counts();
-        by_block_forwards = c.draft + c.verify + c.fused;
-    });
+    let (buckets, stats) =
+        decode_with(&model, prompts, &o, 4, Batching::ByBlock, gpu_like(), |s| {
+            let c = s.counts();
+            by_block_forwards = c.draft + c.verify + c.fused;
+        });
     assert_eq!(buckets, want);
     let sizes: std::collections::BTreeSet<&String> =
         stats.iter().flat_map(|s| s.blocks.keys()).collect();

@@ -50,7 +50,37 @@ fn feed(s: &mut State, t: f64, e: impl Into<TraceEvent>) {
 
 /// One RecGuide round with two risky positions, a reject at position 3, a correction
 /// branch that hits and a continuation that does not.
+/// The adaptive choice of the scripted round: per request, by the ratio rule.
+fn ratio_reason() -> BlockReason {
+    BlockReason {
+        rule: "ratio".into(),
+        signal: Some(0.42),
+        candidates: vec![
+            BlockCandidate {
+                block: 8,
+                value: 5.0,
+                cost_ms: 2.0,
+            },
+            BlockCandidate {
+                block: 16,
+                value: 6.0,
+                cost_ms: 4.0,
+            },
+            BlockCandidate {
+                block: 32,
+                value: 6.5,
+                cost_ms: 8.0,
+            },
+        ],
+        rate: None,
+    }
+}
+
 fn scripted() -> State {
+    scripted_with(ratio_reason())
+}
+
+fn scripted_with(reason: BlockReason) -> State {
     let mut s = State::new("tiny", "cpu", opts());
     let words = [
         (10, "The"),
@@ -132,27 +162,7 @@ fn scripted() -> State {
             req: 1,
             round: 1,
             block: 8,
-            reason: BlockReason {
-                rule: "ratio".into(),
-                signal: Some(0.42),
-                candidates: vec![
-                    BlockCandidate {
-                        block: 8,
-                        value: 5.0,
-                        cost_ms: 2.0,
-                    },
-                    BlockCandidate {
-                        block: 16,
-                        value: 6.0,
-                        cost_ms: 4.0,
-                    },
-                    BlockCandidate {
-                        block: 32,
-                        value: 6.5,
-                        cost_ms: 8.0,
-                    },
-                ],
-            },
+            reason,
         },
     );
     feed(
@@ -616,6 +626,36 @@ fn round_pane_styles_in_the_dark_theme() {
 fn round_pane_styles_in_the_16_colour_theme() {
     let buf = check_styles("basic16");
     insta::assert_snapshot!("screen_basic16", format!("{buf:?}"));
+}
+
+#[test]
+fn round_choice_shows_its_rate_and_each_gain() {
+    let reason = BlockReason {
+        rule: "round".into(),
+        rate: Some(1.25),
+        candidates: vec![
+            BlockCandidate {
+                block: 1,
+                value: 1.0,
+                cost_ms: 0.5,
+            },
+            BlockCandidate {
+                block: 8,
+                value: 5.0,
+                cost_ms: 2.0,
+            },
+        ],
+        ..ratio_reason()
+    };
+    let buf = draw(&scripted_with(reason), &Theme::dark(), 160, 48);
+    let (_, y) = find_text(&buf, "B=8 round").expect("the reason line");
+    // The candidates wrap onto the next line rather than being cut at the border.
+    let lines = text_at(&buf, 0, y, 160) + &text_at(&buf, 0, y + 1, 160);
+    assert!(lines.contains("λ 1.25 tok/ms"), "{lines}");
+    assert!(lines.contains("1: V 1.0 − λ·0.5ms = 0.38"), "{lines}");
+    assert!(lines.contains("8: V 5.0 − λ·2.0ms = 2.50 ◀"), "{lines}");
+    let (x, y) = find_text(&buf, "8: V 5.0").unwrap();
+    assert_eq!(buf[(x, y)].fg, Theme::dark().title.fg.unwrap());
 }
 
 #[test]

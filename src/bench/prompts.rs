@@ -67,26 +67,32 @@ pub fn read_prompt_file(path: &Path) -> Result<Vec<PromptRecord>> {
     Ok(out)
 }
 
-/// The records in file order, at most `limit` per family.
-pub fn per_family(records: &[PromptRecord], limit: Option<usize>) -> Vec<&PromptRecord> {
+/// The records in file order, at most `limit` per family after the first `skip` of each.
+pub fn per_family(
+    records: &[PromptRecord],
+    skip: usize,
+    limit: Option<usize>,
+) -> Vec<&PromptRecord> {
     let mut seen = std::collections::BTreeMap::<&str, usize>::new();
     records
         .iter()
         .filter(|r| {
             let n = seen.entry(r.family.as_str()).or_default();
             *n += 1;
-            limit.is_none_or(|l| *n <= l)
+            *n > skip && limit.is_none_or(|l| *n <= skip + l)
         })
         .collect()
 }
 
-/// Encodes records with the chat template, keeping at most `limit` per family.
+/// Encodes records with the chat template, keeping at most `limit` per family after
+/// the first `skip` of each.
 pub fn encode(
     records: &[PromptRecord],
     tok: &TextTokenizer,
+    skip: usize,
     limit: Option<usize>,
 ) -> Result<Vec<BenchPrompt>> {
-    per_family(records, limit)
+    per_family(records, skip, limit)
         .into_iter()
         .map(|r| {
             Ok(BenchPrompt {
@@ -96,4 +102,33 @@ pub fn encode(
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_family_skips_then_limits_each_family() {
+        let recs: Vec<PromptRecord> = ["a", "b", "a", "a", "b", "a"]
+            .iter()
+            .enumerate()
+            .map(|(i, f)| PromptRecord {
+                prompt: format!("{f}{i}"),
+                family: f.to_string(),
+                history: Vec::new(),
+                answer: None,
+            })
+            .collect();
+        let names = |skip, limit| -> Vec<String> {
+            per_family(&recs, skip, limit)
+                .iter()
+                .map(|r| r.prompt.clone())
+                .collect()
+        };
+        assert_eq!(names(0, Some(1)), ["a0", "b1"]);
+        assert_eq!(names(1, Some(2)), ["a2", "a3", "b4"]);
+        assert_eq!(names(2, None), ["a3", "a5"]);
+        assert!(names(9, None).is_empty());
+    }
 }

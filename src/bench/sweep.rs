@@ -7,7 +7,7 @@ use anyhow::{bail, Result};
 use serde::Serialize;
 
 use super::prompts::BenchPrompt;
-use crate::engine::adaptive::SurvivalTables;
+use crate::engine::adaptive::{SurvivalTables, REFERENCE_BLOCKS};
 use crate::engine::cost::CostModel;
 use crate::engine::events::BranchCount;
 use crate::engine::overlap::RowTable;
@@ -27,7 +27,9 @@ pub struct BenchConfig {
 /// `recguide` (adaptive + overlap, cost-aware), `recguide-buckets` (the same with the
 /// reference's one-forward-per-block-size buckets), `recguide-nocost` (adaptive +
 /// overlap, every branch row), `recguide-fixed` (overlap at each fixed block size,
-/// every branch row), `recguide-adaptive` (adaptive block size only). Each RecGuide
+/// every branch row), `recguide-adaptive` (adaptive block size only),
+/// `recguide-reference` (as `recguide`, with the reference's action space {8, 16, 32}
+/// instead of the default {1, 4, 8, 16, 32}). Each RecGuide
 /// configuration with branch rows runs once per row table in `tables` (named with the
 /// table when it is not the default).
 pub fn configs(
@@ -79,6 +81,11 @@ pub fn configs(
                 }
             }
             "recguide" => out.extend(per_table("recguide", base.clone(), Batching::Packed)),
+            "recguide-reference" => out.extend(per_table(
+                "recguide reference-B",
+                DecodeOptions { adaptive_blocks: REFERENCE_BLOCKS.to_vec(), ..base.clone() },
+                Batching::Packed,
+            )),
             "recguide-buckets" => {
                 out.extend(per_table("recguide buckets", base.clone(), Batching::ByBlock))
             }
@@ -101,7 +108,7 @@ pub fn configs(
                 }
             }
             other => bail!(
-                "unknown mode '{other}' (expected ar, linear, recguide, recguide-buckets, recguide-nocost, recguide-fixed, recguide-adaptive)"
+                "unknown mode '{other}' (expected ar, linear, recguide, recguide-buckets, recguide-nocost, recguide-fixed, recguide-adaptive, recguide-reference)"
             ),
         }
     }

@@ -19,7 +19,8 @@ pub struct BenchArgs {
     pub model: ModelArgs,
     #[command(flatten)]
     pub prompts: super::PromptFileArgs,
-    /// Modes: ar, linear, recguide, recguide-buckets, recguide-nocost, recguide-fixed, recguide-adaptive.
+    /// Modes: ar, linear, recguide, recguide-buckets, recguide-nocost, recguide-fixed,
+    /// recguide-adaptive, recguide-reference.
     #[arg(long, value_delimiter = ',', default_value = "ar,linear,recguide")]
     pub modes: Vec<String>,
     /// Block sizes for linear and recguide-fixed.

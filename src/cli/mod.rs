@@ -101,6 +101,10 @@ pub struct PromptFileArgs {
     /// Prompts per family (default: all).
     #[arg(long)]
     pub limit: Option<usize>,
+    /// Prompts per family to pass over first (e.g. to keep the bench's prompts out of
+    /// the survival tables).
+    #[arg(long, default_value_t = 0)]
+    pub skip: usize,
 }
 
 impl PromptFileArgs {
@@ -130,7 +134,7 @@ impl PromptFileArgs {
         records: &[specscope::bench::prompts::PromptRecord],
         tok: &TextTokenizer,
     ) -> Result<Vec<specscope::bench::prompts::BenchPrompt>> {
-        specscope::bench::prompts::encode(records, tok, self.limit)
+        specscope::bench::prompts::encode(records, tok, self.skip, self.limit)
     }
 }
 

@@ -27,6 +27,10 @@ pub struct DecodeArgs {
     /// RecGuide with a fixed block size (--block).
     #[arg(long)]
     pub no_adaptive: bool,
+    /// Block sizes the adaptive policy chooses from (1 = an AR step; the reference's
+    /// set is 8,16,32).
+    #[arg(long, value_delimiter = ',', default_value = "1,4,8,16,32")]
+    pub adaptive_blocks: Vec<usize>,
     /// Add branch rows even where the cost profile says they do not pay.
     #[arg(long)]
     pub no_cost_aware: bool,
@@ -53,6 +57,7 @@ impl DecodeArgs {
             block: if self.mode == Mode::Ar { 1 } else { self.block },
             overlap: !self.no_overlap,
             adaptive: !self.no_adaptive,
+            adaptive_blocks: self.adaptive_blocks.clone(),
             cost_aware: !self.no_cost_aware,
             risk_threshold: self.risk_threshold,
             row_table: self.row_table,

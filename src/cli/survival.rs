@@ -24,6 +24,10 @@ pub struct SurvivalArgs {
     /// Rounds a (previous B, full) stratum needs before it gets its own curves.
     #[arg(long, default_value_t = 60)]
     pub min_stratum: usize,
+    /// Block sizes to tabulate; 1 adds AR steps to the rounds that advance (B = 1 needs
+    /// no table, but the rounds after one get their own stratum).
+    #[arg(long, value_delimiter = ',', default_value = "1,4,8,16,32")]
+    pub blocks: Vec<usize>,
     /// Where to write the tables.
     #[arg(long, default_value = "assets/survival_tables.json")]
     pub out: PathBuf,
@@ -41,6 +45,7 @@ pub fn run(a: SurvivalArgs) -> Result<()> {
             &p.tokens,
             a.max_new_tokens,
             i as u64,
+            &a.blocks,
         )?);
     }
     eprintln!();
@@ -53,7 +58,7 @@ pub fn run(a: SurvivalArgs) -> Result<()> {
     let tables = SurvivalTables::estimate(&samples, a.bins, a.min_stratum, &source);
     std::fs::write(&a.out, serde_json::to_string_pretty(&tables)?)
         .with_context(|| format!("cannot write {}", a.out.display()))?;
-    for b in [8, 16, 32] {
+    for &b in a.blocks.iter().filter(|&&b| b >= 2) {
         eprintln!("V_{b} marginal: {:.2}", tables.value(b, None, None));
     }
     eprintln!("wrote {} ({} strata)", a.out.display(), tables.strata.len());

@@ -132,7 +132,7 @@ fn record(args: RecordArgs) -> Result<()> {
     };
     let mut sched = Scheduler::new(loaded.model.clone(), Some(loaded.tokenizer.clone()));
     let mut id = 1;
-    for r in per_family(&records, args.prompts.limit) {
+    for r in per_family(&records, args.prompts.skip, args.prompts.limit) {
         let prompt = loaded.tokenizer.encode_chat(&r.messages(), false)?;
         sink.write(
             SessionEvent::UserMessage {

@@ -73,7 +73,7 @@ pub fn run(args: UiBenchArgs) -> Result<()> {
     let options = args.decode.options()?;
     let records = args.prompts.records()?;
     let loaded = args.model.load()?;
-    let prompts: Vec<String> = per_family(&records, args.prompts.limit)
+    let prompts: Vec<String> = per_family(&records, args.prompts.skip, args.prompts.limit)
         .into_iter()
         .map(|r| r.prompt.clone())
         .collect();

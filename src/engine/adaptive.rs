@@ -1,6 +1,11 @@
 //! RecGuide verification-guided adaptive block size (reference §3.2): per request and
-//! round, B ∈ {8, 16, 32} from verifier-only history via survival tables, maximising
-//! expected accepted tokens per ms of measured forward cost.
+//! round, B from verifier-only history via survival tables, maximising expected
+//! accepted tokens per ms of measured forward cost. The reference's action space is
+//! {8, 16, 32}; ours adds 4 and 1 (an AR step: no draft, one token exactly, no table
+//! needed), which the rule takes only where this machine's costs grow with the block
+//! (a compute-bound CPU), never under flat GPU-like costs. Packed rounds choose their
+//! requests' sizes together (`round_blocks`); this per-request rule serves the
+//! reference's buckets and reused drafts.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
@@ -11,10 +16,14 @@ use serde::{Deserialize, Serialize};
 use super::cost::CostModel;
 use super::events::{BlockCandidate, BlockReason};
 
-/// The action space.
-pub const BLOCKS: [usize; 3] = [8, 16, 32];
+/// The reference's action space.
+pub const REFERENCE_BLOCKS: [usize; 3] = [8, 16, 32];
 
-/// Survival tables measured on the bundled model (`specscope survival --limit 20`).
+/// The default action space: the reference's plus 4 and 1 (see the module comment).
+pub const DEFAULT_BLOCKS: [usize; 5] = [1, 4, 8, 16, 32];
+
+/// Survival tables measured on the bundled model (`specscope survival --skip 10`: the
+/// prompts after the ones `bench --limit 10` runs).
 const BUILTIN_TABLES: &str = include_str!("../../assets/survival_tables.json");
 
 /// What a finished round tells the policy (verifier-side only).
@@ -158,8 +167,28 @@ impl SurvivalTables {
         )
     }
 
+    /// Block sizes the tables hold curves for.
+    pub fn blocks(&self) -> Vec<usize> {
+        self.strata
+            .get("all")
+            .map(|t| t.keys().copied().collect())
+            .unwrap_or_default()
+    }
+
+    /// Whether the rule can value B: tabled, or B = 1 (always exactly one token).
+    pub fn covers(&self, block: usize) -> bool {
+        block == 1
+            || self
+                .strata
+                .get("all")
+                .is_some_and(|t| t.contains_key(&block))
+    }
+
     /// V_B(s) = Σ_k S_B(k): expected tokens advanced per round at B.
     pub fn value(&self, block: usize, signal: Option<f32>, stratum: Option<&str>) -> f64 {
+        if block == 1 {
+            return 1.0;
+        }
         let table = stratum
             .and_then(|s| self.strata.get(s))
             .filter(|t| t.contains_key(&block))
@@ -210,13 +239,17 @@ impl SurvivalTables {
                 groups.entry(st.clone()).or_default().push(s);
             }
         }
+        let blocks: std::collections::BTreeSet<usize> = samples
+            .iter()
+            .flat_map(|s| s.advance.keys().copied())
+            .collect();
         let mut strata = BTreeMap::new();
         for (name, group) in groups {
             if name != "all" && group.len() < min_stratum {
                 continue;
             }
             let mut by_b = BTreeMap::new();
-            for &b in &BLOCKS {
+            for &b in &blocks {
                 let mut counts = vec![0f64; nbins];
                 let mut surv = vec![vec![0f64; b]; nbins];
                 for s in &group {
@@ -298,16 +331,19 @@ pub fn pava_non_increasing(y: &[f64], w: &[f64]) -> Vec<f64> {
         .collect()
 }
 
-/// The ratio rule: argmax_B V_B(s) / T_C(B); ties go to the smaller B. Before a
-/// request has history (cold start) the reference's mapping from concurrency to B is
-/// the largest B allowed, and within it the rule runs on the tables' marginal values
-/// (no signal yet): with flat forward costs, as on the reference's GPUs, that is the
-/// reference's choice; where a 32-token forward costs several 8-token ones, as on a
-/// CPU, the first round is not spent on a block the costs do not justify.
+/// The ratio rule over the action space `blocks`: argmax_B V_B(s) / T_C(B); ties go to
+/// the smaller B. Before a request has history (cold start) the reference's mapping
+/// from concurrency to B is the largest B allowed, and within it the rule runs on the
+/// tables' marginal values (no signal yet): with flat forward costs, as on the
+/// reference's GPUs, that is the reference's choice; where a 32-token forward costs
+/// several 8-token ones, as on a CPU, the first round is not spent on a block the
+/// costs do not justify. Sizes the tables cannot value are left out; when none is
+/// left, the smallest requested size is taken (`untabled`).
 pub fn choose_block(
     history: &History,
     tables: &SurvivalTables,
     cost: &CostModel,
+    blocks: &[usize],
     concurrency: usize,
     ctx: usize,
 ) -> (usize, BlockReason) {
@@ -318,28 +354,35 @@ pub fn choose_block(
     };
     let signal = history.signal();
     let stratum = history.stratum();
-    let candidates: Vec<BlockCandidate> = BLOCKS
+    let candidates: Vec<BlockCandidate> = blocks
         .iter()
-        .filter(|&&b| b <= cap)
+        .filter(|&&b| b <= cap && tables.covers(b))
         .map(|&b| BlockCandidate {
             block: b,
             value: tables.value(b, signal, stratum.as_deref()),
             cost_ms: cost.round_ms(concurrency, b, ctx),
         })
         .collect();
-    let mut best = &candidates[0];
-    for c in &candidates[1..] {
-        if c.value / c.cost_ms > best.value / best.cost_ms + 1e-12 {
-            best = c;
+    let best = candidates.iter().reduce(|best, c| {
+        if c.value / c.cost_ms > best.value / best.cost_ms + 1e-12
+            || (c.value / c.cost_ms > best.value / best.cost_ms - 1e-12 && c.block < best.block)
+        {
+            c
+        } else {
+            best
         }
-    }
-    let block = best.block;
+    });
+    let (block, rule) = match best {
+        Some(c) => (c.block, rule),
+        None => (blocks.iter().copied().min().unwrap_or(1), "untabled"),
+    };
     (
         block,
         BlockReason {
             rule: rule.into(),
             signal,
             candidates,
+            rate: None,
         },
     )
 }
@@ -404,6 +447,7 @@ mod tests {
             per_row_ms: 1.0,
             per_token_ms: 0.1,
             per_token_ctx_ms: 0.0,
+            per_draft_token_ms: 0.0,
             source: "test".into(),
         };
         let mut h = History::default();
@@ -413,16 +457,20 @@ mod tests {
             per_token_ms: 0.0,
             ..cost.clone()
         };
+        let rb = &REFERENCE_BLOCKS;
         for (c, want) in [(1, 32), (4, 32), (16, 16), (64, 8)] {
-            let (b, why) = choose_block(&h, &t, &flat, c, 0);
+            let (b, why) = choose_block(&h, &t, &flat, rb, c, 0);
             assert_eq!((b, why.rule.as_str()), (want, "cold_start"), "C = {c}");
         }
         let steep = CostModel {
             per_token_ms: 1.0,
             ..cost.clone()
         };
-        assert_eq!(choose_block(&h, &t, &steep, 1, 0).0, 8);
-        assert_eq!(choose_block(&h, &t, &steep, 16, 0).1.candidates.len(), 2);
+        assert_eq!(choose_block(&h, &t, &steep, rb, 1, 0).0, 8);
+        assert_eq!(
+            choose_block(&h, &t, &steep, rb, 16, 0).1.candidates.len(),
+            2
+        );
         h.push(RoundRecord {
             block: 16,
             advance: 3,
@@ -430,15 +478,69 @@ mod tests {
             verify_entropy: 0.5,
         });
         // V: 5.78 / 8.53 / 11.36; T ∝ 1 + 0.1·B: 1.8, 2.6, 4.2 -> ratios 3.21, 3.28, 2.70.
-        let (b, why) = choose_block(&h, &t, &cost, 1, 0);
+        let (b, why) = choose_block(&h, &t, &cost, rb, 1, 0);
         assert_eq!((b, why.rule.as_str()), (16, "ratio"));
         assert_eq!(why.candidates.len(), 3);
+        // The order of the action space does not matter.
+        assert_eq!(choose_block(&h, &t, &cost, &[32, 16, 8], 1, 0).0, 16);
         // Make B = 32 worth much more: it wins.
         t.strata
             .get_mut("all")
             .unwrap()
             .insert(32, vec![vec![1.0; 32]]);
-        assert_eq!(choose_block(&h, &t, &cost, 1, 0).0, 32);
+        assert_eq!(choose_block(&h, &t, &cost, rb, 1, 0).0, 32);
+    }
+
+    #[test]
+    fn small_blocks_and_ar_steps_win_only_where_tokens_are_expensive() {
+        let mut t = SurvivalTables::marginal_reference();
+        // V_4 = 3.7 against the geometric V_8 = 5.78.
+        t.strata
+            .get_mut("all")
+            .unwrap()
+            .insert(4, vec![vec![1.0, 0.95, 0.9, 0.85]]);
+        let mut h = History::default();
+        h.push(RoundRecord {
+            block: 8,
+            advance: 3,
+            full: false,
+            verify_entropy: 0.5,
+        });
+        let all = [1, 4, 8, 16, 32];
+        assert!(t.covers(1) && t.covers(4) && !t.covers(64));
+        assert_eq!(t.value(1, None, None), 1.0, "an AR step advances one token");
+        // GPU-like: a forward costs about the same whatever its size; the largest wins.
+        let flat = CostModel {
+            fixed_ms: 1.0,
+            per_row_ms: 0.1,
+            per_token_ms: 0.001,
+            per_token_ctx_ms: 0.0,
+            per_draft_token_ms: 0.0,
+            source: "test".into(),
+        };
+        assert_eq!(choose_block(&h, &t, &flat, &all, 1, 0).0, 32);
+        // Per-token costs: at C = 1 the fixed cost still pays for a small draft.
+        // V / T: B = 1 1 / 1.5 = 0.667, B = 4 3.7 / 5.4 = 0.685, B = 8 5.78 / 8.6 = 0.672.
+        let cpu = CostModel {
+            fixed_ms: 1.0,
+            per_row_ms: 0.1,
+            per_token_ms: 0.4,
+            per_token_ctx_ms: 0.0,
+            per_draft_token_ms: 0.0,
+            source: "test".into(),
+        };
+        let (b, why) = choose_block(&h, &t, &cpu, &all, 1, 0);
+        assert_eq!(b, 4, "{why:?}");
+        // One forward, no draft: T(1) is one 1-token forward.
+        assert_eq!(why.candidates[0].cost_ms, cpu.forward_ms(1, 1, 0));
+        // With many requests the fixed cost is shared and the AR step wins.
+        assert_eq!(choose_block(&h, &t, &cpu, &all, 32, 0).0, 1);
+        // Sizes the tables cannot value are left out; none left: the smallest asked.
+        let (b, why) = choose_block(&h, &t, &cpu, &[64, 48], 1, 0);
+        assert_eq!(
+            (b, why.rule.as_str(), why.candidates.len()),
+            (48, "untabled", 0)
+        );
     }
 
     #[test]

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{ensure, Context, Result};
 use serde::{Deserialize, Serialize};
 
-/// The profile measured on the development CPU (`specscope profile --synthetic --json`).
+/// The profile measured on the development CPU with the bundled model (`specscope profile
+/// --rows 1,2,4,8,16 --tokens 1,4,8,16,32,64 --cache 64,256,512 --repeats 15 --json …`).
 const BUILTIN_PROFILE: &str = include_str!("../../assets/cost_profile_cpu.json");
 
 /// One measured forward: `rows` rows of `tokens` query tokens after `cache_len`.
@@ -27,13 +28,17 @@ pub struct Profile {
     pub points: Vec<ProfilePoint>,
 }
 
-/// ms = fixed + Σ_rows (per_row + per_token·t + per_token_ctx·t·ctx).
+/// ms = fixed + Σ_rows (per_row + per_token·t + per_token_ctx·t·ctx), plus
+/// per_draft_token·t for a draft row (bidirectional, through the draft LoRA).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct CostModel {
     pub fixed_ms: f64,
     pub per_row_ms: f64,
     pub per_token_ms: f64,
     pub per_token_ctx_ms: f64,
+    /// Not in a profile (which times verify rows); learned online (`OnlineCost`).
+    #[serde(default)]
+    pub per_draft_token_ms: f64,
     /// Where the numbers come from (a file, or "built-in").
     pub source: String,
 }
@@ -60,12 +65,13 @@ impl CostModel {
                 atb[i] += w * x[i] * p.median_ms;
             }
         }
-        let w = solve4(ata, atb).context("the cost profile's points do not determine a model")?;
+        let w = solve(ata, atb).context("the cost profile's points do not determine a model")?;
         Ok(Self {
             fixed_ms: w[0].max(0.0),
             per_row_ms: w[1].max(0.0),
             per_token_ms: w[2].max(0.0),
             per_token_ctx_ms: w[3].max(0.0),
+            per_draft_token_ms: 0.0,
             source: source.to_string(),
         })
     }
@@ -80,6 +86,7 @@ impl CostModel {
             per_row_ms: 0.5,
             per_token_ms: 0.2,
             per_token_ctx_ms: 0.0002,
+            per_draft_token_ms: 0.0,
             source: "built-in fallback".to_string(),
         })
     }
@@ -110,14 +117,66 @@ impl CostModel {
         self.per_row_ms + self.per_token_ms * t + self.per_token_ctx_ms * t * ctx as f64
     }
 
-    /// Cost of a forward of `rows` equal rows.
+    /// Cost of one draft row of `tokens` tokens after `ctx` committed positions.
+    pub fn draft_row_ms(&self, tokens: usize, ctx: usize) -> f64 {
+        self.row_ms(tokens, ctx) + self.per_draft_token_ms * tokens as f64
+    }
+
+    /// Cost of a forward of `rows` equal (verify) rows.
     pub fn forward_ms(&self, rows: usize, tokens: usize, ctx: usize) -> f64 {
         self.fixed_ms + rows as f64 * self.row_ms(tokens, ctx)
     }
 
-    /// T_C(B): one draft forward plus one verify forward for a bucket of `c` requests.
+    /// T_C(B): one draft forward plus one verify forward for a bucket of `c` requests;
+    /// B = 1 has no draft (an AR step).
     pub fn round_ms(&self, c: usize, block: usize, ctx: usize) -> f64 {
-        2.0 * self.forward_ms(c.max(1), block, ctx)
+        let c = c.max(1);
+        if block <= 1 {
+            return self.forward_ms(c, 1, ctx);
+        }
+        self.forward_ms(c, block, ctx) + self.fixed_ms + c as f64 * self.draft_row_ms(block, ctx)
+    }
+
+    /// The coefficients in the order of `ForwardShape::features`.
+    pub fn coefficients(&self) -> [f64; 5] {
+        [
+            self.fixed_ms,
+            self.per_row_ms,
+            self.per_token_ms,
+            self.per_token_ctx_ms,
+            self.per_draft_token_ms,
+        ]
+    }
+
+    /// Predicted ms of a forward of this shape.
+    pub fn predict(&self, shape: &ForwardShape) -> f64 {
+        let x = shape.features();
+        self.coefficients().iter().zip(&x).map(|(w, x)| w * x).sum()
+    }
+}
+
+/// What a forward computed, in the cost model's terms.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ForwardShape {
+    pub rows: usize,
+    /// Σ query tokens.
+    pub tokens: usize,
+    /// Σ query tokens × committed positions of their row.
+    pub token_ctx: usize,
+    /// Σ query tokens of draft rows.
+    pub draft_tokens: usize,
+}
+
+impl ForwardShape {
+    /// [1, rows, tokens, tokens·ctx, draft tokens].
+    pub fn features(&self) -> [f64; 5] {
+        [
+            1.0,
+            self.rows as f64,
+            self.tokens as f64,
+            self.token_ctx as f64,
+            self.draft_tokens as f64,
+        ]
     }
 }
 
@@ -127,17 +186,17 @@ pub fn default_path() -> Option<PathBuf> {
         .map(|d| d.config_dir().join("cost_profile.json"))
 }
 
-/// Gaussian elimination with partial pivoting on a 4×4 system.
-fn solve4(mut a: [[f64; 4]; 4], mut b: [f64; 4]) -> Option<[f64; 4]> {
-    for col in 0..4 {
-        let piv = (col..4).max_by(|&i, &j| a[i][col].abs().total_cmp(&a[j][col].abs()))?;
+/// Gaussian elimination with partial pivoting on an N×N system.
+pub(crate) fn solve<const N: usize>(mut a: [[f64; N]; N], mut b: [f64; N]) -> Option<[f64; N]> {
+    for col in 0..N {
+        let piv = (col..N).max_by(|&i, &j| a[i][col].abs().total_cmp(&a[j][col].abs()))?;
         if a[piv][col].abs() < 1e-12 {
             return None;
         }
         a.swap(col, piv);
         b.swap(col, piv);
         let pivot_row = a[col];
-        for r in 0..4 {
+        for r in 0..N {
             if r != col {
                 let f = a[r][col] / pivot_row[col];
                 for (x, p) in a[r].iter_mut().zip(pivot_row.iter()).skip(col) {
@@ -147,12 +206,7 @@ fn solve4(mut a: [[f64; 4]; 4], mut b: [f64; 4]) -> Option<[f64; 4]> {
             }
         }
     }
-    Some([
-        b[0] / a[0][0],
-        b[1] / a[1][1],
-        b[2] / a[2][2],
-        b[3] / a[3][3],
-    ])
+    Some(std::array::from_fn(|i| b[i] / a[i][i]))
 }
 
 #[cfg(test)]

@@ -66,12 +66,18 @@ pub struct BranchView {
 /// Why a block size was chosen.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BlockReason {
-    /// `fixed`, `cold_start`, `ratio`, `reused` or `context` (clipped to the window).
+    /// `fixed`, `cold_start`, `ratio` (per request), `round` (chosen with the round's
+    /// other requests), `explore` (the round's runner-up, taken now and then so the
+    /// learned costs see it), `reused`, `untabled` or `context` (clipped to the window).
     pub rule: String,
     /// The history signal (mean verifier entropy over the last two rounds).
     pub signal: Option<f32>,
-    /// Per candidate B: expected accepted tokens V_B and cost T_C(B) in ms.
+    /// Per candidate B: expected tokens advanced V_B and cost in ms: T_C(B) for the
+    /// per-request rule; the rows it adds to the round for `round`.
     pub candidates: Vec<BlockCandidate>,
+    /// `round`: the round's expected tokens per ms λ; the pick maximises V − λ·T.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

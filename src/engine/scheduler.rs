@@ -11,13 +11,15 @@ use anyhow::{bail, ensure, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::adaptive::{self, History, RoundRecord, SurvivalTables};
-use super::cost::CostModel;
+use super::cost::{CostModel, ForwardShape};
 use super::events::{
-    BlockReason, BranchCount, BranchView, DecodeEvent, EventSink, Mode, Origin, PosView, RequestId,
-    RequestStats,
+    BlockCandidate, BlockReason, BranchCount, BranchView, DecodeEvent, EventSink, Mode, Origin,
+    PosView, RequestId, RequestStats,
 };
+use super::online_cost::OnlineCost;
 use super::overlap::{self, Branch, BranchKind, BranchOutcome, BranchRoom, RowTable};
 use super::round;
+use super::round_blocks::{self, RoundOption};
 use super::signals::{self, PosSignals, Sampling};
 use super::StopReason;
 use crate::model::{AttnRule, KvCache, LogitSel, Model, Row, RowBatch, TextTokenizer};
@@ -31,8 +33,12 @@ pub struct DecodeOptions {
     pub block: usize,
     /// RecGuide: fuse correction/continuation branches with verification.
     pub overlap: bool,
-    /// RecGuide: choose B ∈ {8, 16, 32} per round from verifier history.
+    /// RecGuide: choose B per round from verifier history.
     pub adaptive: bool,
+    /// The adaptive block size's action space (default {1, 4, 8, 16, 32}, 1 being an
+    /// AR step; the reference's is {8, 16, 32}).
+    #[serde(default = "default_adaptive_blocks")]
+    pub adaptive_blocks: Vec<usize>,
     /// RecGuide: add branch rows only where the cost profile says they pay.
     pub cost_aware: bool,
     /// A draft position is risky when its margin p1 − p2 is below this.
@@ -49,6 +55,7 @@ impl Default for DecodeOptions {
             block: 32,
             overlap: true,
             adaptive: true,
+            adaptive_blocks: default_adaptive_blocks(),
             cost_aware: true,
             risk_threshold: 0.5,
             row_table: RowTable::default(),
@@ -58,9 +65,18 @@ impl Default for DecodeOptions {
     }
 }
 
+fn default_adaptive_blocks() -> Vec<usize> {
+    adaptive::DEFAULT_BLOCKS.to_vec()
+}
+
 impl DecodeOptions {
     pub fn validate(&self) -> Result<()> {
         ensure!(self.block >= 1, "block size must be at least 1 (got 0)");
+        ensure!(
+            !self.adaptive_blocks.is_empty() && self.adaptive_blocks.iter().all(|&b| b >= 1),
+            "adaptive block sizes must be a non-empty list of sizes of at least 1 (got {:?})",
+            self.adaptive_blocks
+        );
         ensure!(
             self.max_new_tokens >= 1,
             "max_new_tokens must be at least 1"
@@ -113,6 +129,13 @@ pub struct Finished {
     pub stop: StopReason,
     pub family: Option<String>,
     pub stats: RequestStats,
+}
+
+/// When a forward started, how long the forward itself took, and what it computed.
+struct Timing {
+    start: Instant,
+    ms: f64,
+    shape: ForwardShape,
 }
 
 /// Physical forwards of the whole scheduler (each counted once).
@@ -198,7 +221,7 @@ pub struct Scheduler {
     model: Model,
     tokenizer: Option<TextTokenizer>,
     tables: SurvivalTables,
-    cost: CostModel,
+    cost: OnlineCost,
     hit_rates: HitRates,
     requests: Vec<ReqState>,
     finished: Vec<Finished>,
@@ -207,7 +230,14 @@ pub struct Scheduler {
     eos: Vec<u32>,
     counts: ForwardCounts,
     batching: Batching,
+    /// Packed rounds run so far (for exploration).
+    rounds_run: u64,
 }
+
+/// Every this many packed rounds, one adaptive request (in turn) takes its runner-up
+/// size, so the learned costs see the choices the rule has stopped making: a slow
+/// spell while one size ran must not lock the rule out of it for good.
+const EXPLORE_EVERY: u64 = 32;
 
 impl Scheduler {
     pub fn new(model: Model, tokenizer: Option<TextTokenizer>) -> Self {
@@ -217,7 +247,7 @@ impl Scheduler {
             model,
             tokenizer,
             tables: SurvivalTables::builtin(),
-            cost: CostModel::load_default(),
+            cost: OnlineCost::new(CostModel::load_default()),
             hit_rates: HitRates::default(),
             requests: Vec::new(),
             finished: Vec::new(),
@@ -225,6 +255,7 @@ impl Scheduler {
             mask,
             eos,
             counts: ForwardCounts::default(),
+            rounds_run: 0,
             batching: Batching::default(),
         }
     }
@@ -239,8 +270,16 @@ impl Scheduler {
         self
     }
 
+    /// The cost profile decisions start from (refitted online unless turned off).
     pub fn with_cost(mut self, cost: CostModel) -> Self {
-        self.cost = cost;
+        self.cost = OnlineCost::new(cost);
+        self
+    }
+
+    /// Whether the cost model learns from this run's forwards (on by default; off
+    /// makes block choices reproducible).
+    pub fn with_cost_learning(mut self, on: bool) -> Self {
+        self.cost = self.cost.learning(on);
         self
     }
 
@@ -249,7 +288,7 @@ impl Scheduler {
     }
 
     pub fn cost(&self) -> &CostModel {
-        &self.cost
+        self.cost.model()
     }
 
     pub fn tables(&self) -> &SurvivalTables {
@@ -376,8 +415,12 @@ impl Scheduler {
         // Requests that stopped at their first token leave before indices are planned.
         self.finish_done(sink);
         let concurrency = self.requests.len();
+        let mut chosen = match self.batching {
+            Batching::Packed => self.round_blocks(concurrency),
+            Batching::ByBlock => vec![None; concurrency],
+        };
         let plans: Vec<Plan> = (0..self.requests.len())
-            .filter_map(|i| self.plan(i, concurrency, sink))
+            .filter_map(|i| self.plan(i, concurrency, chosen[i].take(), sink))
             .collect();
         let groups: Vec<Vec<Plan>> = match self.batching {
             Batching::Packed => vec![plans],
@@ -408,7 +451,21 @@ impl Scheduler {
         batch: RowBatch,
         reqs: &[usize],
         sink: &mut dyn EventSink,
-    ) -> Result<(Vec<candle_core::Tensor>, f64)> {
+    ) -> Result<(Vec<candle_core::Tensor>, Timing)> {
+        let shape = ForwardShape {
+            rows: batch.rows.len(),
+            tokens: batch.num_tokens(),
+            token_ctx: batch
+                .rows
+                .iter()
+                .map(|r| r.tokens.len() * self.requests[reqs[r.cache]].cache.len())
+                .sum(),
+            draft_tokens: batch
+                .rows
+                .iter()
+                .map(|r| r.lora_from.map_or(0, |f| r.tokens.len().saturating_sub(f)))
+                .sum(),
+        };
         let start = Instant::now();
         let logits = {
             let mut caches = caches_of(&mut self.requests, reqs);
@@ -435,7 +492,7 @@ impl Scheduler {
             requests: reqs.len(),
             ms,
         });
-        Ok((logits, ms))
+        Ok((logits, Timing { start, ms, shape }))
     }
 
     fn choose(
@@ -464,7 +521,8 @@ impl Scheduler {
                     .logits(LogitSel::Last)
             })
             .collect();
-        let (logits, ms) = self.forward(Phase::Prefill, RowBatch::new(rows), &new, sink)?;
+        let (logits, Timing { ms, .. }) =
+            self.forward(Phase::Prefill, RowBatch::new(rows), &new, sink)?;
         for (k, &i) in new.iter().enumerate() {
             let (_, choice) = self.choose(i, &logits[k])?;
             let seed = choice[0];
@@ -568,32 +626,172 @@ impl Scheduler {
         });
     }
 
-    /// Block size and draft source of request `i` for this round.
-    fn plan(&mut self, i: usize, concurrency: usize, sink: &mut dyn EventSink) -> Option<Plan> {
-        if !self.requests[i].prefilled || self.stop_reason(i).is_some() {
-            return None;
+    /// Whether request `i` takes part in this round.
+    fn live(&self, i: usize) -> bool {
+        self.requests[i].prefilled && self.stop_reason(i).is_none()
+    }
+
+    /// Adaptive block sizes of a packed round, chosen together (`round_blocks`), now and
+    /// then with one request exploring its runner-up. `None` for the requests the
+    /// per-request rule decides.
+    fn round_blocks(&mut self, concurrency: usize) -> Vec<Option<(usize, BlockReason)>> {
+        let mut out = vec![None; self.requests.len()];
+        let members = self.round_members(concurrency);
+        if !members.iter().any(|m| m.2) {
+            return out;
         }
+        let options: Vec<Vec<RoundOption>> = members.iter().map(|m| m.1.clone()).collect();
+        let mut choice = round_blocks::choose(&options, self.cost.model().fixed_ms);
+        let round = self.rounds_run;
+        self.rounds_run += 1;
+        let mut explored = None;
+        if self.cost.is_learning() && round % EXPLORE_EVERY == EXPLORE_EVERY - 1 {
+            let open: Vec<usize> = (0..members.len())
+                .filter(|&m| members[m].2 && members[m].1.len() > 1)
+                .collect();
+            if !open.is_empty() {
+                let m = open[(round / EXPLORE_EVERY) as usize % open.len()];
+                choice.picks[m] =
+                    round_blocks::runner_up(&options[m], choice.picks[m], choice.rate);
+                explored = Some(m);
+            }
+        }
+        for (m, ((i, opts, joint), &k)) in members.into_iter().zip(&choice.picks).enumerate() {
+            if !joint {
+                continue;
+            }
+            let h = &self.requests[i].history;
+            let rule = if explored == Some(m) {
+                "explore"
+            } else if h.is_empty() {
+                "cold_start"
+            } else {
+                "round"
+            };
+            let reason = BlockReason {
+                rule: rule.into(),
+                signal: h.signal(),
+                candidates: opts
+                    .iter()
+                    .map(|o| BlockCandidate {
+                        block: o.block,
+                        value: o.value,
+                        cost_ms: o.draft_ms + o.verify_ms,
+                    })
+                    .collect(),
+                rate: Some(choice.rate),
+            };
+            out[i] = Some((opts[k].block, reason));
+        }
+        out
+    }
+
+    /// The round's live requests as (index, options, chosen jointly): the adaptive ones
+    /// without a reused draft get an option per size of their action space; the others
+    /// a single option, their per-request size.
+    fn round_members(&self, concurrency: usize) -> Vec<(usize, Vec<RoundOption>, bool)> {
         let max_pos = self.model.config().max_position_embeddings;
+        let cost = self.cost.model();
+        let mut members = Vec::new();
+        for (i, r) in self.requests.iter().enumerate() {
+            if !self.live(i) {
+                continue;
+            }
+            let ctx = r.cache.len();
+            let room = max_pos - ctx;
+            let (signal, stratum) = (r.history.signal(), r.history.stratum());
+            let option = |b: usize, drafts: bool| RoundOption {
+                block: b,
+                value: if self.tables.covers(b) {
+                    self.tables.value(b, signal, stratum.as_deref())
+                } else {
+                    1.0
+                },
+                draft_ms: if drafts {
+                    cost.draft_row_ms(b, ctx)
+                } else {
+                    0.0
+                },
+                verify_ms: cost.row_ms(b, ctx),
+            };
+            let joint = r.opts.adaptive_on() && r.pending.is_none();
+            let mut opts: Vec<RoundOption> = Vec::new();
+            if joint {
+                let cap = if r.history.is_empty() {
+                    adaptive::cold_start(concurrency)
+                } else {
+                    usize::MAX
+                };
+                let mut blocks = r.opts.adaptive_blocks.clone();
+                blocks.sort_unstable();
+                blocks.dedup();
+                opts = blocks
+                    .into_iter()
+                    .filter(|&b| b <= cap && b <= room && self.tables.covers(b))
+                    .map(|b| option(b, b > 1))
+                    .collect();
+            }
+            let joint = joint && !opts.is_empty();
+            if !joint {
+                let b = self.per_request_block(i, concurrency).0.min(room);
+                opts = vec![option(b, b > 1 && r.pending.is_none())];
+            }
+            members.push((i, opts, joint));
+        }
+        members
+    }
+
+    /// The per-request block size: fixed, AR, a reused draft's, or the ratio rule.
+    fn per_request_block(&self, i: usize, concurrency: usize) -> (usize, Option<BlockReason>) {
         let r = &self.requests[i];
-        let ctx = r.cache.len();
-        let room = max_pos - ctx;
-        let (mut b, mut reason) = match r.opts.mode {
+        let ratio_rule = || {
+            adaptive::choose_block(
+                &r.history,
+                &self.tables,
+                self.cost.model(),
+                &r.opts.adaptive_blocks,
+                concurrency,
+                r.cache.len(),
+            )
+        };
+        match r.opts.mode {
             Mode::Ar => (1, None),
             _ if r.pending.is_some() => {
                 let len = r.pending.as_ref().map_or(1, |p| p.block.len());
                 let want = if r.opts.adaptive_on() {
-                    adaptive::choose_block(&r.history, &self.tables, &self.cost, concurrency, ctx).0
+                    ratio_rule().0
                 } else {
                     r.opts.block
                 };
-                (len.min(want), Some(simple_reason("reused")))
+                // A reused draft cost no draft forward: verify it rather than drop it
+                // for an AR step.
+                let b = if want == 1 { len } else { len.min(want) };
+                (b, Some(simple_reason("reused")))
             }
             _ if r.opts.adaptive_on() => {
-                let (b, why) =
-                    adaptive::choose_block(&r.history, &self.tables, &self.cost, concurrency, ctx);
+                let (b, why) = ratio_rule();
                 (b, Some(why))
             }
             _ => (r.opts.block, Some(simple_reason("fixed"))),
+        }
+    }
+
+    /// Block size and draft source of request `i` for this round (`chosen` when the
+    /// round chose it).
+    fn plan(
+        &mut self,
+        i: usize,
+        concurrency: usize,
+        chosen: Option<(usize, BlockReason)>,
+        sink: &mut dyn EventSink,
+    ) -> Option<Plan> {
+        if !self.live(i) {
+            return None;
+        }
+        let room = self.model.config().max_position_embeddings - self.requests[i].cache.len();
+        let (mut b, mut reason) = match chosen {
+            Some((b, why)) => (b, Some(why)),
+            None => self.per_request_block(i, concurrency),
         };
         if b > room {
             b = room;
@@ -653,7 +851,7 @@ impl Scheduler {
                         })
                 })
                 .collect();
-            let (logits, _) = self.forward(Phase::Draft, RowBatch::new(rows), &reqs, sink)?;
+            let (logits, timing) = self.forward(Phase::Draft, RowBatch::new(rows), &reqs, sink)?;
             for (slot, &k) in need.iter().enumerate() {
                 let req = group[k].req;
                 let (sig, choice) = self.choose(req, &logits[slot])?;
@@ -664,6 +862,7 @@ impl Scheduler {
                 st.rows += 1;
                 st.query_tokens += group[k].block_size;
             }
+            self.learn_cost(&timing);
         }
         let detail = sink.detail();
         for p in group.iter_mut() {
@@ -710,10 +909,11 @@ impl Scheduler {
         if r.opts.cost_aware {
             // A branch pays when its expected saving (hit rate × this request's share of
             // a draft forward) covers the cost of its extra row in the fused forward.
-            let saving = self.cost.row_ms(p.block_size, ctx)
-                + self.cost.fixed_ms / concurrency.max(1) as f64;
+            let cost = self.cost.model();
+            let saving =
+                cost.draft_row_ms(p.block_size, ctx) + cost.fixed_ms / concurrency.max(1) as f64;
             branches.retain(|br| {
-                self.hit_rates.rate(br.kind) * saving >= self.cost.row_ms(br.tokens.len(), ctx)
+                self.hit_rates.rate(br.kind) * saving >= cost.row_ms(br.tokens.len(), ctx)
             });
         }
         p.branches = branches;
@@ -739,7 +939,7 @@ impl Scheduler {
         } else {
             Phase::Verify
         };
-        let (logits, _) = self.forward(phase, RowBatch::new(rows), &reqs, sink)?;
+        let (logits, timing) = self.forward(phase, RowBatch::new(rows), &reqs, sink)?;
         let detail = sink.detail();
         for (p, &(first, nbranch)) in group.into_iter().zip(&layout) {
             let i = p.req;
@@ -750,7 +950,14 @@ impl Scheduler {
             }
             self.resolve(p, vsig, vtok, predicted, detail, sink);
         }
+        self.learn_cost(&timing);
         Ok(())
+    }
+
+    /// The cost model learns the forward's time with its signals and verdicts.
+    fn learn_cost(&mut self, t: &Timing) {
+        self.cost
+            .observe(&t.shape, t.start.elapsed().as_secs_f64() * 1e3);
     }
 
     /// Applies the verdict: acceptance, crop, emit, branch reuse, history, stats.
@@ -902,6 +1109,7 @@ fn simple_reason(rule: &str) -> BlockReason {
         rule: rule.into(),
         signal: None,
         candidates: Vec::new(),
+        rate: None,
     }
 }
 

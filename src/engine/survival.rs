@@ -1,24 +1,35 @@
 //! Counterfactual rounds for the survival tables: from the same committed prefix, draft
-//! and verify every B ∈ {8, 16, 32} in one forward each, record each A_B, then advance
-//! with one of them (chosen at random so every stratum gets rounds).
+//! and verify every tabled B (default {4, 8, 16, 32}) in one forward each, record each
+//! A_B, then advance with one of them (chosen at random so every stratum gets rounds).
 
 use std::collections::BTreeMap;
 
-use anyhow::Result;
+use anyhow::{ensure, Result};
 
-use super::adaptive::{self, History, RoundRecord, SurvivalSample, BLOCKS};
+use super::adaptive::{self, History, RoundRecord, SurvivalSample};
 use super::round;
 use super::signals;
 use crate::model::{AttnRule, LogitSel, Model, Row, RowBatch};
 use crate::rng::Rng;
 
-/// Collects samples from greedy decoding of `prompt` (at most `max_new_tokens`).
+/// Collects samples from greedy decoding of `prompt` (at most `max_new_tokens`) at
+/// every block size of `blocks` of at least 2. A 1 in `blocks` makes some canonical
+/// rounds AR steps (no table: one token exactly), so that the rounds after them, whose
+/// signal comes from one verifier position, get their own stratum `b1_full`.
 pub fn collect(
     model: &Model,
     prompt: &[u32],
     max_new_tokens: usize,
     seed: u64,
+    blocks: &[usize],
 ) -> Result<Vec<SurvivalSample>> {
+    let ar_steps = blocks.contains(&1);
+    let blocks: Vec<usize> = blocks.iter().copied().filter(|&b| b >= 2).collect();
+    ensure!(
+        !blocks.is_empty(),
+        "survival tables need a block size of at least 2 (got {blocks:?})"
+    );
+    let widest = blocks.iter().copied().max().unwrap_or(2);
     let cfg = model.config();
     let (mask, eos, max_pos) = (
         cfg.mask_token_id(),
@@ -35,9 +46,9 @@ pub fn collect(
     let mut produced = 1;
     let mut history = History::default();
     let mut samples = Vec::new();
-    while produced < max_new_tokens && !eos.contains(&seed_tok) && cache.len() + 32 < max_pos {
+    while produced < max_new_tokens && !eos.contains(&seed_tok) && cache.len() + widest < max_pos {
         // Drafts for every B in one forward.
-        let drafts: Vec<Row> = BLOCKS
+        let drafts: Vec<Row> = blocks
             .iter()
             .map(|&b| {
                 let mut t = vec![seed_tok];
@@ -51,7 +62,7 @@ pub fn collect(
             })
             .collect();
         let dl = model.forward(&RowBatch::new(drafts), &mut [&mut cache])?;
-        let blocks: Vec<Vec<u32>> = dl
+        let drafted: Vec<Vec<u32>> = dl
             .iter()
             .map(|l| {
                 let mut block = vec![seed_tok];
@@ -59,14 +70,17 @@ pub fn collect(
                 Ok(block)
             })
             .collect::<Result<_>>()?;
-        // Verify every B; the canonical one commits.
-        let canonical = (rng.next_u64() % BLOCKS.len() as u64) as usize;
-        let rows: Vec<Row> = blocks
+        // Verify every B; the canonical one commits (index blocks.len(): an AR step,
+        // which commits the seed of row 0: position 0 is the same in every causal row).
+        let choices = blocks.len() + usize::from(ar_steps);
+        let canonical = (rng.next_u64() % choices as u64) as usize;
+        let ar_step = canonical == blocks.len();
+        let rows: Vec<Row> = drafted
             .iter()
             .enumerate()
             .map(|(k, b)| {
                 let r = Row::new(0, b.clone(), AttnRule::Causal).logits(LogitSel::All);
-                if k == canonical {
+                if k == canonical || (ar_step && k == 0) {
                     r.commit()
                 } else {
                     r
@@ -77,13 +91,17 @@ pub fn collect(
         let vl = model.forward(&RowBatch::new(rows), &mut [&mut cache])?;
         let mut advance = BTreeMap::new();
         let mut canon = None;
-        for (k, (block, l)) in blocks.iter().zip(&vl).enumerate() {
+        for (k, (block, l)) in drafted.iter().zip(&vl).enumerate() {
             let sig = signals::signals(l, mask)?;
             let toks: Vec<u32> = sig.iter().map(|s| s.argmax).collect();
             let v = round::verify(block, &toks);
-            advance.insert(BLOCKS[k], v.advance());
+            advance.insert(blocks[k], v.advance());
             if k == canonical {
                 canon = Some((v, sig));
+            } else if ar_step && k == 0 {
+                // The AR step: the verifier's token after the seed, nothing drafted.
+                let step = round::verify(&block[..1], &toks[..1]);
+                canon = Some((step, sig[..1].to_vec()));
             }
         }
         samples.push(SurvivalSample {
@@ -93,7 +111,7 @@ pub fn collect(
         });
         let Some((v, sig)) = canon else { break };
         cache.truncate(ctx + v.advance())?;
-        let b = BLOCKS[canonical];
+        let b = if ar_step { 1 } else { blocks[canonical] };
         history.push(RoundRecord {
             block: b,
             advance: v.advance(),

@@ -241,35 +241,58 @@ fn snake(s: &str) -> String {
     out
 }
 
-fn reason_line(r: &RoundView, t: &Theme) -> Line<'static> {
+/// Block size, rule and signal, then each candidate's numbers, wrapped to `width`.
+fn reason_lines(r: &RoundView, t: &Theme, width: usize) -> Vec<Line<'static>> {
     let b = r.block_size.unwrap_or(r.block.len());
     let mut spans = vec![Span::styled(format!("B={b}"), t.title)];
-    if let Some(why) = &r.reason {
-        spans.push(Span::styled(format!(" {}", why.rule), t.text));
-        if let Some(sig) = why.signal {
-            spans.push(Span::styled(format!(" · entropy {sig:.2}"), t.dim));
-        }
-        for c in &why.candidates {
-            let ratio = if c.cost_ms > 0.0 {
-                c.value / c.cost_ms
-            } else {
-                0.0
-            };
-            let st = if c.block == b { t.title } else { t.dim };
-            spans.push(Span::styled(
+    let Some(why) = &r.reason else {
+        return vec![Line::from(spans)];
+    };
+    spans.push(Span::styled(format!(" {}", why.rule), t.text));
+    if let Some(sig) = why.signal {
+        spans.push(Span::styled(format!(" · entropy {sig:.2}"), t.dim));
+    }
+    // Chosen with the round: the pick maximises V − λ·T (T: the rows it adds).
+    if let Some(rate) = why.rate {
+        spans.push(Span::styled(format!(" · λ {rate:.2} tok/ms"), t.dim));
+    }
+    let mut lines = Vec::new();
+    let mut col: usize = spans.iter().map(|s| s.content.width()).sum();
+    for c in &why.candidates {
+        let st = if c.block == b { t.title } else { t.dim };
+        let mark = if c.block == b { " ◀" } else { "" };
+        let text = match why.rate {
+            Some(rate) => format!(
+                "{}: V {:.1} − λ·{:.1}ms = {:.2}{mark}",
+                c.block,
+                c.value,
+                c.cost_ms,
+                c.value - rate * c.cost_ms
+            ),
+            None => {
+                let ratio = if c.cost_ms > 0.0 {
+                    c.value / c.cost_ms
+                } else {
+                    0.0
+                };
                 format!(
-                    " · {}: V {:.1} / T {:.1}ms = {:.2}{}",
-                    c.block,
-                    c.value,
-                    c.cost_ms,
-                    ratio,
-                    if c.block == b { " ◀" } else { "" }
-                ),
-                st,
-            ));
+                    "{}: V {:.1} / T {:.1}ms = {:.2}{mark}",
+                    c.block, c.value, c.cost_ms, ratio
+                )
+            }
+        };
+        if col + 3 + text.width() > width && col > 0 {
+            lines.push(Line::from(std::mem::take(&mut spans)));
+            spans.push(Span::styled("  ", t.dim));
+            spans.push(Span::styled(text, st));
+            col = 2 + spans[1].content.width();
+        } else {
+            col += 3 + text.width();
+            spans.push(Span::styled(format!(" · {text}"), st));
         }
     }
-    Line::from(spans)
+    lines.push(Line::from(spans));
+    lines
 }
 
 fn topk(v: Option<&PosView>, s: &State) -> String {
@@ -350,7 +373,7 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme) {
     if s.paused {
         title.push(Span::styled("⏸ paused · F6 steps ", t.warning));
     }
-    let mut lines = vec![reason_line(r, t)];
+    let mut lines = reason_lines(r, t, width);
     if r.block.is_empty() {
         if let Some(v) = &r.verdict {
             lines.push(Line::from(vec![

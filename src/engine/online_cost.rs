@@ -1,0 +1,198 @@
+//! The cost model refitted from this run's own forwards. A profile times isolated
+//! forwards of equal rows; decoding runs ragged rows back to back, draft rows through
+//! the LoRA, on a machine whose speed drifts. Each forward (with its signals) is one
+//! more point of a decayed, relative-error least-squares fit, pulled toward the
+//! profile's coefficients (a ridge prior) so that directions the run never explores
+//! (a block size never chosen) keep the profile's prices.
+
+use super::cost::{solve, CostModel, ForwardShape};
+
+/// Weight of the profile prior, in forwards' worth of evidence per coefficient.
+const PRIOR_FORWARDS: f64 = 1.0;
+/// Per-forward decay of old evidence (about the last 300 forwards count).
+const DECAY: f64 = 0.997;
+/// Forwards before the fit replaces the profile.
+const WARMUP: usize = 8;
+
+/// A cost model that learns from measured forwards.
+#[derive(Debug, Clone)]
+pub struct OnlineCost {
+    prior: CostModel,
+    current: CostModel,
+    learn: bool,
+    ata: [[f64; 5]; 5],
+    atb: [f64; 5],
+    observed: usize,
+}
+
+impl OnlineCost {
+    pub fn new(prior: CostModel) -> Self {
+        Self {
+            current: prior.clone(),
+            prior,
+            learn: true,
+            ata: [[0.0; 5]; 5],
+            atb: [0.0; 5],
+            observed: 0,
+        }
+    }
+
+    /// With `false` the profile is used as it is (reproducible choices, for tests).
+    pub fn learning(mut self, on: bool) -> Self {
+        self.learn = on;
+        self
+    }
+
+    /// The model decisions use now.
+    pub fn model(&self) -> &CostModel {
+        &self.current
+    }
+
+    /// Whether it learns (and so whether exploring other choices tells it anything).
+    pub fn is_learning(&self) -> bool {
+        self.learn
+    }
+
+    /// Forwards learned from.
+    pub fn observed(&self) -> usize {
+        self.observed
+    }
+
+    /// One measured forward.
+    pub fn observe(&mut self, shape: &ForwardShape, ms: f64) {
+        if !(self.learn && ms.is_finite() && ms > 0.0) {
+            return;
+        }
+        let x = shape.features();
+        let w = 1.0 / (ms * ms);
+        for i in 0..5 {
+            for j in 0..5 {
+                self.ata[i][j] = DECAY * self.ata[i][j] + w * x[i] * x[j];
+            }
+            self.atb[i] = DECAY * self.atb[i] + w * x[i] * ms;
+        }
+        self.observed += 1;
+        if self.observed >= WARMUP {
+            if let Some(m) = self.refit() {
+                self.current = m;
+            }
+        }
+    }
+
+    /// Ridge toward the prior: each coefficient's deviation is weighed relative to its
+    /// own scale (the draft surcharge, 0 in a profile, against the per-token price).
+    fn refit(&self) -> Option<CostModel> {
+        let theta0 = self.prior.coefficients();
+        let typical = self.prior.forward_ms(1, 8, 256).max(1e-3);
+        let scale = |j: usize| {
+            let s = if j == 4 { theta0[2] } else { theta0[j] };
+            s.max(typical * 1e-3)
+        };
+        let mut a = self.ata;
+        let mut b = self.atb;
+        for j in 0..5 {
+            let k = PRIOR_FORWARDS / (scale(j) * scale(j));
+            a[j][j] += k;
+            b[j] += k * theta0[j];
+        }
+        let w = solve(a, b)?;
+        if w.iter().any(|x| !x.is_finite()) {
+            return None;
+        }
+        Some(CostModel {
+            fixed_ms: w[0].max(0.0),
+            per_row_ms: w[1].max(0.0),
+            per_token_ms: w[2].max(0.0),
+            per_token_ctx_ms: w[3].max(0.0),
+            per_draft_token_ms: w[4].max(0.0),
+            source: format!("{} + {} forwards", self.prior.source, self.observed),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prior() -> CostModel {
+        CostModel {
+            fixed_ms: 1.0,
+            per_row_ms: 0.5,
+            per_token_ms: 0.2,
+            per_token_ctx_ms: 1e-4,
+            per_draft_token_ms: 0.0,
+            source: "test".into(),
+        }
+    }
+
+    fn shape(rows: usize, t: usize, ctx: usize, draft: bool) -> ForwardShape {
+        ForwardShape {
+            rows,
+            tokens: rows * t,
+            token_ctx: rows * t * ctx,
+            draft_tokens: if draft { rows * t } else { 0 },
+        }
+    }
+
+    #[test]
+    fn learns_the_machine_it_runs_on() {
+        // The machine: cheaper rows than the profile says, and drafts cost extra.
+        let truth = CostModel {
+            fixed_ms: 0.8,
+            per_row_ms: 0.2,
+            per_token_ms: 0.25,
+            per_token_ctx_ms: 1e-4,
+            per_draft_token_ms: 0.1,
+            source: "truth".into(),
+        };
+        let mut c = OnlineCost::new(prior());
+        // A run's forwards: AR steps of 16 requests, drafts and verifies of 4 and of 1.
+        let shapes = [
+            (16, 1, false),
+            (4, 8, true),
+            (4, 8, false),
+            (1, 8, true),
+            (1, 8, false),
+        ];
+        for k in 0..400 {
+            let (rows, t, draft) = shapes[k % shapes.len()];
+            let s = shape(rows, t, 100 + k, draft);
+            c.observe(&s, truth.predict(&s));
+        }
+        let m = c.model();
+        for &(rows, t, draft) in &shapes {
+            let s = shape(rows, t, 300, draft);
+            let (got, want) = (m.predict(&s), truth.predict(&s));
+            assert!((got - want).abs() / want < 0.05, "{s:?}: {got} vs {want}");
+        }
+        assert!(m.per_draft_token_ms > 0.05, "{m:?}");
+        assert!(m.source.ends_with("+ 400 forwards"), "{}", m.source);
+    }
+
+    #[test]
+    fn unexplored_directions_keep_the_profile() {
+        let mut c = OnlineCost::new(prior());
+        // Only 1-token rows at one concurrency: nothing says what 32 tokens cost.
+        for _ in 0..100 {
+            let s = shape(8, 1, 200, false);
+            c.observe(&s, prior().predict(&s));
+        }
+        let wide = shape(1, 32, 200, false);
+        let (got, want) = (c.model().predict(&wide), prior().predict(&wide));
+        assert!((got - want).abs() / want < 0.05, "{got} vs {want}");
+    }
+
+    #[test]
+    fn off_or_bad_times_change_nothing() {
+        let mut c = OnlineCost::new(prior()).learning(false);
+        for _ in 0..50 {
+            c.observe(&shape(1, 8, 10, false), 100.0);
+        }
+        assert_eq!(c.model(), &prior());
+        let mut c = OnlineCost::new(prior());
+        for ms in [f64::NAN, 0.0, -1.0, f64::INFINITY] {
+            c.observe(&shape(1, 8, 10, false), ms);
+        }
+        assert_eq!((c.observed(), c.model()), (0, &prior()));
+    }
+}

@@ -1,0 +1,255 @@
+//! Block sizes for one packed round, chosen together. Every request's rows share the
+//! round's draft forward and its verify forward, so what a block costs is the rows it
+//! adds; the forwards' fixed costs are paid once, the draft forward's only if some
+//! request drafts. The round takes the choices that maximise expected tokens advanced
+//! per ms of the round (Dinkelbach's iteration on the ratio). For one request this is
+//! the reference's ratio rule; with many, a request may take an AR step (B = 1) for
+//! the price of one verify row while others draft, and the whole round skips its
+//! draft forward only when no request gains enough from drafting.
+
+/// One way a request can take part in the round.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RoundOption {
+    pub block: usize,
+    /// Expected tokens advanced, V_B.
+    pub value: f64,
+    /// Its row in the draft forward (0 when it does not draft).
+    pub draft_ms: f64,
+    /// Its row in the verify forward.
+    pub verify_ms: f64,
+}
+
+impl RoundOption {
+    fn cost(&self) -> f64 {
+        self.draft_ms + self.verify_ms
+    }
+
+    fn drafts(&self) -> bool {
+        self.draft_ms > 0.0
+    }
+}
+
+/// The round's choice: an option index per request, and the expected tokens per ms.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoundChoice {
+    pub picks: Vec<usize>,
+    pub rate: f64,
+}
+
+/// Best options for the round; each request's list must be non-empty. `fixed_ms` is a
+/// forward's fixed cost (paid by the verify forward, and by the draft forward when
+/// some request drafts). Ties go to the earlier option.
+pub fn choose(options: &[Vec<RoundOption>], fixed_ms: f64) -> RoundChoice {
+    // Every request skipping the draft (when each can), against the best with a draft.
+    let no_draft: Option<Vec<Vec<(usize, RoundOption)>>> = options
+        .iter()
+        .map(|opts| {
+            let kept: Vec<(usize, RoundOption)> = opts
+                .iter()
+                .copied()
+                .enumerate()
+                .filter(|(_, o)| !o.drafts())
+                .collect();
+            (!kept.is_empty()).then_some(kept)
+        })
+        .collect();
+    let all: Vec<Vec<(usize, RoundOption)>> = options
+        .iter()
+        .map(|opts| opts.iter().copied().enumerate().collect())
+        .collect();
+    let mut best = dinkelbach(&all, 2.0 * fixed_ms);
+    if let Some(nd) = no_draft {
+        let skip = dinkelbach(&nd, fixed_ms);
+        if skip.rate > rate_of(options, &best.picks, fixed_ms) + 1e-12 {
+            best = skip;
+        }
+    }
+    best.rate = rate_of(options, &best.picks, fixed_ms);
+    best
+}
+
+/// The option with the best gain V − λ·T other than `pick` (itself when alone).
+pub fn runner_up(options: &[RoundOption], pick: usize, lambda: f64) -> usize {
+    (0..options.len())
+        .filter(|&k| k != pick)
+        .max_by(|&a, &b| {
+            let gain = |k: usize| options[k].value - lambda * options[k].cost();
+            gain(a).total_cmp(&gain(b))
+        })
+        .unwrap_or(pick)
+}
+
+/// Expected tokens per ms of the round the picks make.
+pub fn rate_of(options: &[Vec<RoundOption>], picks: &[usize], fixed_ms: f64) -> f64 {
+    let chosen = || options.iter().zip(picks).map(|(o, &k)| o[k]);
+    let value: f64 = chosen().map(|o| o.value).sum();
+    let any_draft = chosen().any(|o| o.drafts());
+    let ms = fixed_ms * if any_draft { 2.0 } else { 1.0 } + chosen().map(|o| o.cost()).sum::<f64>();
+    if ms > 0.0 {
+        value / ms
+    } else {
+        0.0
+    }
+}
+
+/// max Σ v / (fixed + Σ c) over one option per request: repeat λ ← ratio of the picks
+/// maximising Σ (v − λ c) until λ stops rising (exact for separable choices).
+fn dinkelbach(options: &[Vec<(usize, RoundOption)>], fixed: f64) -> RoundChoice {
+    let ratio = |picks: &[(usize, RoundOption)]| {
+        let v: f64 = picks.iter().map(|(_, o)| o.value).sum();
+        let c: f64 = fixed + picks.iter().map(|(_, o)| o.cost()).sum::<f64>();
+        if c > 0.0 {
+            v / c
+        } else {
+            0.0
+        }
+    };
+    let pick = |lambda: f64| -> Vec<(usize, RoundOption)> {
+        options
+            .iter()
+            .map(|opts| {
+                let mut best = opts[0];
+                for &o in &opts[1..] {
+                    let gain = |x: &RoundOption| x.value - lambda * x.cost();
+                    if gain(&o.1) > gain(&best.1) + 1e-12 {
+                        best = o;
+                    }
+                }
+                best
+            })
+            .collect()
+    };
+    let mut picks = pick(0.0);
+    let mut lambda = ratio(&picks);
+    for _ in 0..64 {
+        let next = pick(lambda);
+        let r = ratio(&next);
+        if r <= lambda + 1e-12 {
+            break;
+        }
+        picks = next;
+        lambda = r;
+    }
+    RoundChoice {
+        picks: picks.into_iter().map(|(k, _)| k).collect(),
+        rate: lambda,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Options for B ∈ {1, 4, 8} with per-token row costs.
+    fn opts(values: [f64; 3], per_token: f64) -> Vec<RoundOption> {
+        let row = |t: usize| 0.3 + per_token * t as f64;
+        vec![
+            RoundOption {
+                block: 1,
+                value: 1.0,
+                draft_ms: 0.0,
+                verify_ms: row(1),
+            },
+            RoundOption {
+                block: 4,
+                value: values[1],
+                draft_ms: row(4),
+                verify_ms: row(4),
+            },
+            RoundOption {
+                block: 8,
+                value: values[2],
+                draft_ms: row(8),
+                verify_ms: row(8),
+            },
+        ]
+    }
+
+    /// Every combination, for checking the iteration.
+    fn brute_force(options: &[Vec<RoundOption>], fixed: f64) -> f64 {
+        let mut best = 0f64;
+        let mut picks = vec![0; options.len()];
+        loop {
+            best = best.max(rate_of(options, &picks, fixed));
+            let mut i = 0;
+            loop {
+                if i == picks.len() {
+                    return best;
+                }
+                picks[i] += 1;
+                if picks[i] < options[i].len() {
+                    break;
+                }
+                picks[i] = 0;
+                i += 1;
+            }
+        }
+    }
+
+    #[test]
+    fn matches_brute_force_on_mixed_rounds() {
+        let mut seed = 7u64;
+        let mut next = || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as f64 / (1u64 << 31) as f64
+        };
+        for _ in 0..200 {
+            let n = 1 + (next() * 5.0) as usize;
+            let per_token = 0.01 + next() * 0.5;
+            let fixed = next() * 4.0;
+            let options: Vec<Vec<RoundOption>> = (0..n)
+                .map(|_| {
+                    let v4 = 1.0 + next() * 3.0;
+                    opts([1.0, v4, v4 + next() * 4.0], per_token)
+                })
+                .collect();
+            let got = choose(&options, fixed);
+            let want = brute_force(&options, fixed);
+            assert!(
+                (got.rate - want).abs() < 1e-9,
+                "got {} want {want} ({options:?}, fixed {fixed})",
+                got.rate
+            );
+            assert_eq!(got.rate, rate_of(&options, &got.picks, fixed));
+        }
+    }
+
+    #[test]
+    fn flat_costs_draft_and_steep_costs_take_ar_steps() {
+        // Flat: drafting 8 costs little more than one token; everyone drafts 8.
+        let flat: Vec<_> = (0..4).map(|_| opts([1.0, 3.5, 5.5], 0.001)).collect();
+        assert_eq!(choose(&flat, 2.0).picks, vec![2; 4]);
+        // Steep, many requests: the draft forward never pays; the round is AR.
+        let steep: Vec<_> = (0..16).map(|_| opts([1.0, 3.0, 4.5], 0.6)).collect();
+        assert_eq!(choose(&steep, 1.0).picks, vec![0; 16]);
+        // One easy request among hard ones drafts while the others take AR steps.
+        let mut mixed: Vec<_> = (0..3).map(|_| opts([1.0, 1.2, 1.3], 0.05)).collect();
+        mixed.push(opts([1.0, 4.0, 8.0], 0.05));
+        assert_eq!(choose(&mixed, 1.0).picks, vec![0, 0, 0, 2]);
+    }
+
+    #[test]
+    fn runner_up_is_the_next_best_gain() {
+        let o = opts([1.0, 3.5, 5.5], 0.001);
+        let c = choose(std::slice::from_ref(&o), 2.0);
+        assert_eq!(c.picks, vec![2]);
+        assert_eq!(runner_up(&o, 2, c.rate), 1);
+        assert_eq!(runner_up(&o[..1], 0, c.rate), 0);
+    }
+
+    #[test]
+    fn a_request_that_must_draft_forces_the_draft_forward() {
+        let fixed_only = vec![RoundOption {
+            block: 8,
+            value: 5.0,
+            draft_ms: 1.0,
+            verify_ms: 1.0,
+        }];
+        let options = vec![fixed_only, opts([1.0, 3.0, 4.5], 0.6)];
+        let c = choose(&options, 1.0);
+        assert_eq!(c.picks[0], 0);
+        assert!((c.rate - rate_of(&options, &c.picks, 1.0)).abs() < 1e-12);
+    }
+}
