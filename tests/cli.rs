@@ -334,37 +334,16 @@ fn run_modes_agree_with_ar_on_the_trained_fixture() {
         assert!(stats["forwards"]["decode_total"].as_u64().unwrap() > 0);
         assert!(stats["acceptance_histogram"].is_array());
     }
-    let o = run(&[
-        "run",
-        "--model",
-        dir.to_str().unwrap(),
-        "--prompt",
-        "x",
-        "--mode",
-        "linear",
-        "--block",
-        "0",
-    ]);
+    let run_x = |extra: &[&str]| {
+        let mut args = vec!["run", "--model", dir.to_str().unwrap(), "--prompt", "x"];
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    let o = run_x(&["--mode", "linear", "--block", "0"]);
     assert_clean_error(&o, "block size");
-    let o = run(&[
-        "run",
-        "--model",
-        dir.to_str().unwrap(),
-        "--prompt",
-        "x",
-        "--adaptive-blocks",
-        "8,0",
-    ]);
+    let o = run_x(&["--adaptive-blocks", "8,0"]);
     assert_clean_error(&o, "adaptive block sizes");
-    let o = run(&[
-        "run",
-        "--model",
-        dir.to_str().unwrap(),
-        "--prompt",
-        "x",
-        "--mode",
-        "warp",
-    ]);
+    let o = run_x(&["--mode", "warp"]);
     assert!(!o.status.success() && stderr(&o).contains("warp"));
 }
 

@@ -131,6 +131,17 @@ pub struct Finished {
     pub stats: RequestStats,
 }
 
+/// A block size and why (no reason for AR, which emits no `BlockChosen`).
+type BlockDecision = (usize, Option<BlockReason>);
+
+/// One live request of a packed round, as the joint choice sees it.
+struct RoundMember {
+    req: usize,
+    options: Vec<RoundOption>,
+    /// Decided by the per-request rule (a single option); `None`: chosen jointly.
+    fixed: Option<BlockDecision>,
+}
+
 /// When a forward started, how long the forward itself took, and what it computed.
 struct Timing {
     start: Instant,
@@ -631,23 +642,26 @@ impl Scheduler {
         self.requests[i].prefilled && self.stop_reason(i).is_none()
     }
 
-    /// Adaptive block sizes of a packed round, chosen together (`round_blocks`), now and
-    /// then with one request exploring its runner-up. `None` for the requests the
-    /// per-request rule decides.
-    fn round_blocks(&mut self, concurrency: usize) -> Vec<Option<(usize, BlockReason)>> {
+    /// Block sizes of a packed round: the adaptive ones chosen together
+    /// (`round_blocks`), now and then with one request exploring its runner-up; the
+    /// others by the per-request rule. `None` for requests not in the round.
+    fn round_blocks(&mut self, concurrency: usize) -> Vec<Option<BlockDecision>> {
         let mut out = vec![None; self.requests.len()];
         let members = self.round_members(concurrency);
-        if !members.iter().any(|m| m.2) {
+        for m in &members {
+            out[m.req] = m.fixed.clone();
+        }
+        if members.iter().all(|m| m.fixed.is_some()) {
             return out;
         }
-        let options: Vec<Vec<RoundOption>> = members.iter().map(|m| m.1.clone()).collect();
+        let options: Vec<Vec<RoundOption>> = members.iter().map(|m| m.options.clone()).collect();
         let mut choice = round_blocks::choose(&options, self.cost.model().fixed_ms);
         let round = self.rounds_run;
         self.rounds_run += 1;
         let mut explored = None;
         if self.cost.is_learning() && round % EXPLORE_EVERY == EXPLORE_EVERY - 1 {
             let open: Vec<usize> = (0..members.len())
-                .filter(|&m| members[m].2 && members[m].1.len() > 1)
+                .filter(|&m| members[m].fixed.is_none() && members[m].options.len() > 1)
                 .collect();
             if !open.is_empty() {
                 let m = open[(round / EXPLORE_EVERY) as usize % open.len()];
@@ -656,10 +670,11 @@ impl Scheduler {
                 explored = Some(m);
             }
         }
-        for (m, ((i, opts, joint), &k)) in members.into_iter().zip(&choice.picks).enumerate() {
-            if !joint {
+        for (m, (member, &k)) in members.into_iter().zip(&choice.picks).enumerate() {
+            if member.fixed.is_some() {
                 continue;
             }
+            let (i, opts) = (member.req, member.options);
             let h = &self.requests[i].history;
             let rule = if explored == Some(m) {
                 "explore"
@@ -681,15 +696,15 @@ impl Scheduler {
                     .collect(),
                 rate: Some(choice.rate),
             };
-            out[i] = Some((opts[k].block, reason));
+            out[i] = Some((opts[k].block, Some(reason)));
         }
         out
     }
 
-    /// The round's live requests as (index, options, chosen jointly): the adaptive ones
-    /// without a reused draft get an option per size of their action space; the others
-    /// a single option, their per-request size.
-    fn round_members(&self, concurrency: usize) -> Vec<(usize, Vec<RoundOption>, bool)> {
+    /// The round's live requests: the adaptive ones without a reused draft get an
+    /// option per size of their action space; the others a single option, their
+    /// per-request size.
+    fn round_members(&self, concurrency: usize) -> Vec<RoundMember> {
         let max_pos = self.model.config().max_position_embeddings;
         let cost = self.cost.model();
         let mut members = Vec::new();
@@ -731,18 +746,24 @@ impl Scheduler {
                     .map(|b| option(b, b > 1))
                     .collect();
             }
-            let joint = joint && !opts.is_empty();
-            if !joint {
-                let b = self.per_request_block(i, concurrency).0.min(room);
+            let mut fixed = None;
+            if opts.is_empty() {
+                let decision = self.per_request_block(i, concurrency);
+                let b = decision.0.min(room);
                 opts = vec![option(b, b > 1 && r.pending.is_none())];
+                fixed = Some(decision);
             }
-            members.push((i, opts, joint));
+            members.push(RoundMember {
+                req: i,
+                options: opts,
+                fixed,
+            });
         }
         members
     }
 
     /// The per-request block size: fixed, AR, a reused draft's, or the ratio rule.
-    fn per_request_block(&self, i: usize, concurrency: usize) -> (usize, Option<BlockReason>) {
+    fn per_request_block(&self, i: usize, concurrency: usize) -> BlockDecision {
         let r = &self.requests[i];
         let ratio_rule = || {
             adaptive::choose_block(
@@ -777,12 +798,12 @@ impl Scheduler {
     }
 
     /// Block size and draft source of request `i` for this round (`chosen` when the
-    /// round chose it).
+    /// round already decided it).
     fn plan(
         &mut self,
         i: usize,
         concurrency: usize,
-        chosen: Option<(usize, BlockReason)>,
+        chosen: Option<BlockDecision>,
         sink: &mut dyn EventSink,
     ) -> Option<Plan> {
         if !self.live(i) {
@@ -790,7 +811,7 @@ impl Scheduler {
         }
         let room = self.model.config().max_position_embeddings - self.requests[i].cache.len();
         let (mut b, mut reason) = match chosen {
-            Some((b, why)) => (b, Some(why)),
+            Some(decision) => decision,
             None => self.per_request_block(i, concurrency),
         };
         if b > room {
