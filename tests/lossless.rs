@@ -53,6 +53,7 @@ fn gpu_like() -> CostModel {
         per_token_ms: 0.005,
         per_token_ctx_ms: 0.0,
         per_draft_token_ms: 0.0,
+        per_round_ms: 0.0,
         source: "test: GPU-like".into(),
     }
 }
@@ -66,6 +67,7 @@ fn cpu_like() -> CostModel {
         per_token_ms: 0.146,
         per_token_ctx_ms: 2.4e-4,
         per_draft_token_ms: 0.05,
+        per_round_ms: 0.0,
         source: "test: CPU-like".into(),
     }
 }

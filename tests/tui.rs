@@ -12,7 +12,8 @@ use ratatui::style::{Color, Modifier};
 use ratatui::Terminal;
 
 use specscope::engine::events::{
-    BlockCandidate, BlockReason, BranchView, DecodeEvent, Mode, Origin, PosView, RequestStats,
+    BlockCandidate, BlockReason, BranchView, DecodeEvent, Mode, Origin, PosView, RegimeRates,
+    RequestStats,
 };
 use specscope::engine::overlap::{BranchKind, BranchOutcome};
 use specscope::engine::StopReason;
@@ -73,6 +74,7 @@ fn ratio_reason() -> BlockReason {
             },
         ],
         rate: None,
+        measured: None,
     }
 }
 
@@ -656,6 +658,41 @@ fn round_choice_shows_its_rate_and_each_gain() {
     assert!(lines.contains("8: V 5.0 − λ·2.0ms = 2.50 ◀"), "{lines}");
     let (x, y) = find_text(&buf, "8: V 5.0").unwrap();
     assert_eq!(buf[(x, y)].fg, Theme::dark().title.fg.unwrap());
+}
+
+#[test]
+fn an_ar_regime_step_shows_the_measured_rates() {
+    let reason = BlockReason {
+        rule: "ar_regime".into(),
+        candidates: Vec::new(),
+        measured: Some(RegimeRates {
+            draft: Some(0.78),
+            ar: Some(0.93),
+        }),
+        ..ratio_reason()
+    };
+    // The scripted round drafted 8; an AR step's reason reads the same whatever B.
+    let buf = draw(&scripted_with(reason.clone()), &Theme::dark(), 160, 48);
+    let (x, y) = find_text(&buf, "ar_regime").expect("the reason line");
+    let line = text_at(&buf, 0, y, 160);
+    assert!(
+        line.contains("measured tok/ms: AR steps 0.93 · drafting 0.78"),
+        "{line}"
+    );
+    assert!(!line.contains('λ'), "{line}");
+    assert_eq!(buf[(x, y)].fg, Theme::dark().text.fg.unwrap());
+    // Not measured yet: a dash.
+    let trial = BlockReason {
+        rule: "ar_trial".into(),
+        measured: Some(RegimeRates {
+            draft: Some(0.78),
+            ar: None,
+        }),
+        ..reason
+    };
+    let buf = draw(&scripted_with(trial), &Theme::dark(), 160, 48);
+    let (_, y) = find_text(&buf, "ar_trial").unwrap();
+    assert!(text_at(&buf, 0, y, 160).contains("AR steps — · drafting 0.78"));
 }
 
 #[test]

@@ -383,6 +383,7 @@ pub fn choose_block(
             signal,
             candidates,
             rate: None,
+            measured: None,
         },
     )
 }
@@ -448,6 +449,7 @@ mod tests {
             per_token_ms: 0.1,
             per_token_ctx_ms: 0.0,
             per_draft_token_ms: 0.0,
+            per_round_ms: 0.0,
             source: "test".into(),
         };
         let mut h = History::default();
@@ -516,6 +518,7 @@ mod tests {
             per_token_ms: 0.001,
             per_token_ctx_ms: 0.0,
             per_draft_token_ms: 0.0,
+            per_round_ms: 0.0,
             source: "test".into(),
         };
         assert_eq!(choose_block(&h, &t, &flat, &all, 1, 0).0, 32);
@@ -527,6 +530,7 @@ mod tests {
             per_token_ms: 0.4,
             per_token_ctx_ms: 0.0,
             per_draft_token_ms: 0.0,
+            per_round_ms: 0.0,
             source: "test".into(),
         };
         let (b, why) = choose_block(&h, &t, &cpu, &all, 1, 0);

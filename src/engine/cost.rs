@@ -39,6 +39,11 @@ pub struct CostModel {
     /// Not in a profile (which times verify rows); learned online (`OnlineCost`).
     #[serde(default)]
     pub per_draft_token_ms: f64,
+    /// The scheduler's own work per round outside the forwards (planning, acceptance,
+    /// bookkeeping): paid once a round whatever it decides, so it weighs on AR steps,
+    /// which take a round per token. Not in a profile; learned online.
+    #[serde(default)]
+    pub per_round_ms: f64,
     /// Where the numbers come from (a file, or "built-in").
     pub source: String,
 }
@@ -72,6 +77,7 @@ impl CostModel {
             per_token_ms: w[2].max(0.0),
             per_token_ctx_ms: w[3].max(0.0),
             per_draft_token_ms: 0.0,
+            per_round_ms: 0.0,
             source: source.to_string(),
         })
     }
@@ -87,6 +93,7 @@ impl CostModel {
             per_token_ms: 0.2,
             per_token_ctx_ms: 0.0002,
             per_draft_token_ms: 0.0,
+            per_round_ms: 0.0,
             source: "built-in fallback".to_string(),
         })
     }
@@ -132,9 +139,12 @@ impl CostModel {
     pub fn round_ms(&self, c: usize, block: usize, ctx: usize) -> f64 {
         let c = c.max(1);
         if block <= 1 {
-            return self.forward_ms(c, 1, ctx);
+            return self.per_round_ms + self.forward_ms(c, 1, ctx);
         }
-        self.forward_ms(c, block, ctx) + self.fixed_ms + c as f64 * self.draft_row_ms(block, ctx)
+        self.per_round_ms
+            + self.forward_ms(c, block, ctx)
+            + self.fixed_ms
+            + c as f64 * self.draft_row_ms(block, ctx)
     }
 
     /// The coefficients in the order of `ForwardShape::features`.

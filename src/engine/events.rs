@@ -67,8 +67,10 @@ pub struct BranchView {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BlockReason {
     /// `fixed`, `cold_start`, `ratio` (per request), `round` (chosen with the round's
-    /// other requests), `explore` (the round's runner-up, taken now and then so the
-    /// learned costs see it), `reused`, `untabled` or `context` (clipped to the window).
+    /// other requests), `explore` (a size the rule did not pick, run now and then so
+    /// that the learned costs keep measuring it), `ar_regime` (an AR step because AR
+    /// steps have delivered more tokens per ms than drafting here lately, see
+    /// `regime`), `ar_trial` (AR steps tried for a few rounds), `reused`, `untabled` or `context` (clipped to the window).
     pub rule: String,
     /// The history signal (mean verifier entropy over the last two rounds).
     pub signal: Option<f32>,
@@ -78,6 +80,17 @@ pub struct BlockReason {
     /// `round`: the round's expected tokens per ms λ; the pick maximises V − λ·T.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate: Option<f64>,
+    /// `ar_regime`, `ar_trial`: what each regime has delivered here lately.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured: Option<RegimeRates>,
+}
+
+/// Tokens per ms of round time delivered lately at this concurrency (`None`: not
+/// measured yet).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RegimeRates {
+    pub draft: Option<f64>,
+    pub ar: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -7,6 +7,7 @@ pub mod cost;
 pub mod events;
 pub mod online_cost;
 pub mod overlap;
+pub mod regime;
 pub mod round;
 pub mod round_blocks;
 pub mod scheduler;

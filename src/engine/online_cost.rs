@@ -3,7 +3,8 @@
 //! the LoRA, on a machine whose speed drifts. Each forward (with its signals) is one
 //! more point of a decayed, relative-error least-squares fit, pulled toward the
 //! profile's coefficients (a ridge prior) so that directions the run never explores
-//! (a block size never chosen) keep the profile's prices.
+//! (a block size never chosen) keep the profile's prices. The scheduler's own work
+//! between forwards is a running mean per round.
 
 use super::cost::{solve, CostModel, ForwardShape};
 
@@ -13,6 +14,8 @@ const PRIOR_FORWARDS: f64 = 1.0;
 const DECAY: f64 = 0.997;
 /// Forwards before the fit replaces the profile.
 const WARMUP: usize = 8;
+/// Per-round decay of the running mean of the work outside the forwards.
+const ROUND_DECAY: f64 = 0.97;
 
 /// A cost model that learns from measured forwards.
 #[derive(Debug, Clone)]
@@ -23,6 +26,7 @@ pub struct OnlineCost {
     ata: [[f64; 5]; 5],
     atb: [f64; 5],
     observed: usize,
+    rounds: usize,
 }
 
 impl OnlineCost {
@@ -34,6 +38,7 @@ impl OnlineCost {
             ata: [[0.0; 5]; 5],
             atb: [0.0; 5],
             observed: 0,
+            rounds: 0,
         }
     }
 
@@ -79,12 +84,27 @@ impl OnlineCost {
         }
     }
 
+    /// One round's time outside its forwards (the forwards are `observe`d apart).
+    pub fn observe_round(&mut self, outside_ms: f64) {
+        if !(self.learn && outside_ms.is_finite() && outside_ms >= 0.0) {
+            return;
+        }
+        let m = &mut self.current.per_round_ms;
+        *m = if self.rounds == 0 {
+            outside_ms
+        } else {
+            ROUND_DECAY * *m + (1.0 - ROUND_DECAY) * outside_ms
+        };
+        self.rounds += 1;
+    }
+
     /// Ridge toward the prior: each coefficient's deviation is weighed relative to its
-    /// own scale (the draft surcharge, 0 in a profile, against the per-token price).
+    /// own scale.
     fn refit(&self) -> Option<CostModel> {
         let theta0 = self.prior.coefficients();
         let typical = self.prior.forward_ms(1, 8, 256).max(1e-3);
         let scale = |j: usize| {
+            // The draft surcharge, 0 in a profile, against the per-token price.
             let s = if j == 4 { theta0[2] } else { theta0[j] };
             s.max(typical * 1e-3)
         };
@@ -105,6 +125,7 @@ impl OnlineCost {
             per_token_ms: w[2].max(0.0),
             per_token_ctx_ms: w[3].max(0.0),
             per_draft_token_ms: w[4].max(0.0),
+            per_round_ms: self.current.per_round_ms,
             source: format!("{} + {} forwards", self.prior.source, self.observed),
         })
     }
@@ -121,6 +142,7 @@ mod tests {
             per_token_ms: 0.2,
             per_token_ctx_ms: 1e-4,
             per_draft_token_ms: 0.0,
+            per_round_ms: 0.0,
             source: "test".into(),
         }
     }
@@ -143,6 +165,7 @@ mod tests {
             per_token_ms: 0.25,
             per_token_ctx_ms: 1e-4,
             per_draft_token_ms: 0.1,
+            per_round_ms: 0.0,
             source: "truth".into(),
         };
         let mut c = OnlineCost::new(prior());
@@ -180,6 +203,34 @@ mod tests {
         let wide = shape(1, 32, 200, false);
         let (got, want) = (c.model().predict(&wide), prior().predict(&wide));
         assert!((got - want).abs() / want < 0.05, "{got} vs {want}");
+    }
+
+    #[test]
+    fn work_between_forwards_is_a_running_mean_per_round() {
+        let mut c = OnlineCost::new(prior());
+        assert_eq!(c.model().per_round_ms, 0.0);
+        c.observe_round(2.0);
+        assert_eq!(c.model().per_round_ms, 2.0);
+        for _ in 0..300 {
+            c.observe_round(0.5);
+        }
+        assert!((c.model().per_round_ms - 0.5).abs() < 1e-3);
+        // A refit from forwards keeps it, and it is part of every round's cost.
+        for k in 0..20 {
+            let s = shape(1, 8, 100 + k, false);
+            c.observe(&s, prior().predict(&s));
+        }
+        let m = c.model();
+        assert!((m.per_round_ms - 0.5).abs() < 1e-3);
+        let mut without = m.clone();
+        without.per_round_ms = 0.0;
+        for b in [1, 8] {
+            let extra = m.round_ms(1, b, 100) - without.round_ms(1, b, 100);
+            assert!((extra - m.per_round_ms).abs() < 1e-9);
+        }
+        let mut off = OnlineCost::new(prior()).learning(false);
+        off.observe_round(3.0);
+        assert_eq!(off.model().per_round_ms, 0.0);
     }
 
     #[test]

@@ -20,7 +20,8 @@ pub struct RoundOption {
 }
 
 impl RoundOption {
-    fn cost(&self) -> f64 {
+    /// What it adds to the round.
+    pub fn cost(&self) -> f64 {
         self.draft_ms + self.verify_ms
     }
 
@@ -36,10 +37,32 @@ pub struct RoundChoice {
     pub rate: f64,
 }
 
-/// Best options for the round; each request's list must be non-empty. `fixed_ms` is a
-/// forward's fixed cost (paid by the verify forward, and by the draft forward when
-/// some request drafts). Ties go to the earlier option.
-pub fn choose(options: &[Vec<RoundOption>], fixed_ms: f64) -> RoundChoice {
+/// What a round costs whatever its blocks: each forward's fixed cost (the verify
+/// forward always, the draft forward when some request drafts) and the scheduler's
+/// own work per round.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FixedCosts {
+    pub forward_ms: f64,
+    pub per_round_ms: f64,
+}
+
+impl FixedCosts {
+    /// Forwards' fixed cost only.
+    pub fn forward(forward_ms: f64) -> Self {
+        Self {
+            forward_ms,
+            per_round_ms: 0.0,
+        }
+    }
+
+    fn of(&self, any_draft: bool) -> f64 {
+        self.per_round_ms + self.forward_ms * if any_draft { 2.0 } else { 1.0 }
+    }
+}
+
+/// Best options for the round; each request's list must be non-empty. Ties go to the
+/// earlier option.
+pub fn choose(options: &[Vec<RoundOption>], fixed: FixedCosts) -> RoundChoice {
     // Every request skipping the draft (when each can), against the best with a draft.
     let no_draft: Option<Vec<Vec<(usize, RoundOption)>>> = options
         .iter()
@@ -57,34 +80,45 @@ pub fn choose(options: &[Vec<RoundOption>], fixed_ms: f64) -> RoundChoice {
         .iter()
         .map(|opts| opts.iter().copied().enumerate().collect())
         .collect();
-    let mut best = dinkelbach(&all, 2.0 * fixed_ms);
+    let mut best = dinkelbach(&all, fixed.of(true));
     if let Some(nd) = no_draft {
-        let skip = dinkelbach(&nd, fixed_ms);
-        if skip.rate > rate_of(options, &best.picks, fixed_ms) + 1e-12 {
+        let skip = dinkelbach(&nd, fixed.of(false));
+        if skip.rate > rate_of(options, &best.picks, fixed) + 1e-12 {
             best = skip;
         }
     }
-    best.rate = rate_of(options, &best.picks, fixed_ms);
+    best.rate = rate_of(options, &best.picks, fixed);
     best
 }
 
-/// The option with the best gain V − λ·T other than `pick` (itself when alone).
-pub fn runner_up(options: &[RoundOption], pick: usize, lambda: f64) -> usize {
+/// The option to explore instead of `pick`, if one is due. Each option may spend
+/// `share` of the run's time on being measured: it is due once the ms since it last
+/// ran (`since` of its block size) times `share` exceed what it costs to run. So a
+/// cheap option (an AR step) is measured often and a dear one (a 32-token draft at
+/// C = 1) seldom, and exploring takes at most about `share` of the time per option.
+/// The most overdue wins.
+pub fn explore(
+    options: &[RoundOption],
+    pick: usize,
+    fixed: FixedCosts,
+    share: f64,
+    since: impl Fn(usize) -> f64,
+) -> Option<usize> {
+    let due = |k: usize| {
+        let o = options[k];
+        since(o.block) * share / (fixed.of(o.drafts()) + o.cost()).max(1e-9)
+    };
     (0..options.len())
-        .filter(|&k| k != pick)
-        .max_by(|&a, &b| {
-            let gain = |k: usize| options[k].value - lambda * options[k].cost();
-            gain(a).total_cmp(&gain(b))
-        })
-        .unwrap_or(pick)
+        .filter(|&k| k != pick && due(k) >= 1.0)
+        .max_by(|&a, &b| due(a).total_cmp(&due(b)))
 }
 
 /// Expected tokens per ms of the round the picks make.
-pub fn rate_of(options: &[Vec<RoundOption>], picks: &[usize], fixed_ms: f64) -> f64 {
+pub fn rate_of(options: &[Vec<RoundOption>], picks: &[usize], fixed: FixedCosts) -> f64 {
     let chosen = || options.iter().zip(picks).map(|(o, &k)| o[k]);
     let value: f64 = chosen().map(|o| o.value).sum();
     let any_draft = chosen().any(|o| o.drafts());
-    let ms = fixed_ms * if any_draft { 2.0 } else { 1.0 } + chosen().map(|o| o.cost()).sum::<f64>();
+    let ms = fixed.of(any_draft) + chosen().map(|o| o.cost()).sum::<f64>();
     if ms > 0.0 {
         value / ms
     } else {
@@ -166,7 +200,7 @@ mod tests {
     }
 
     /// Every combination, for checking the iteration.
-    fn brute_force(options: &[Vec<RoundOption>], fixed: f64) -> f64 {
+    fn brute_force(options: &[Vec<RoundOption>], fixed: FixedCosts) -> f64 {
         let mut best = 0f64;
         let mut picks = vec![0; options.len()];
         loop {
@@ -198,7 +232,10 @@ mod tests {
         for _ in 0..200 {
             let n = 1 + (next() * 5.0) as usize;
             let per_token = 0.01 + next() * 0.5;
-            let fixed = next() * 4.0;
+            let fixed = FixedCosts {
+                forward_ms: next() * 4.0,
+                per_round_ms: next() * 2.0,
+            };
             let options: Vec<Vec<RoundOption>> = (0..n)
                 .map(|_| {
                     let v4 = 1.0 + next() * 3.0;
@@ -209,7 +246,7 @@ mod tests {
             let want = brute_force(&options, fixed);
             assert!(
                 (got.rate - want).abs() < 1e-9,
-                "got {} want {want} ({options:?}, fixed {fixed})",
+                "got {} want {want} ({options:?}, {fixed:?})",
                 got.rate
             );
             assert_eq!(got.rate, rate_of(&options, &got.picks, fixed));
@@ -220,23 +257,48 @@ mod tests {
     fn flat_costs_draft_and_steep_costs_take_ar_steps() {
         // Flat: drafting 8 costs little more than one token; everyone drafts 8.
         let flat: Vec<_> = (0..4).map(|_| opts([1.0, 3.5, 5.5], 0.001)).collect();
-        assert_eq!(choose(&flat, 2.0).picks, vec![2; 4]);
+        assert_eq!(choose(&flat, FixedCosts::forward(2.0)).picks, vec![2; 4]);
         // Steep, many requests: the draft forward never pays; the round is AR.
         let steep: Vec<_> = (0..16).map(|_| opts([1.0, 3.0, 4.5], 0.6)).collect();
-        assert_eq!(choose(&steep, 1.0).picks, vec![0; 16]);
+        assert_eq!(choose(&steep, FixedCosts::forward(1.0)).picks, vec![0; 16]);
         // One easy request among hard ones drafts while the others take AR steps.
         let mut mixed: Vec<_> = (0..3).map(|_| opts([1.0, 1.2, 1.3], 0.05)).collect();
         mixed.push(opts([1.0, 4.0, 8.0], 0.05));
-        assert_eq!(choose(&mixed, 1.0).picks, vec![0, 0, 0, 2]);
+        assert_eq!(
+            choose(&mixed, FixedCosts::forward(1.0)).picks,
+            vec![0, 0, 0, 2]
+        );
     }
 
     #[test]
-    fn runner_up_is_the_next_best_gain() {
-        let o = opts([1.0, 3.5, 5.5], 0.001);
-        let c = choose(std::slice::from_ref(&o), 2.0);
-        assert_eq!(c.picks, vec![2]);
-        assert_eq!(runner_up(&o, 2, c.rate), 1);
-        assert_eq!(runner_up(&o[..1], 0, c.rate), 0);
+    fn work_per_round_favours_fewer_rounds() {
+        // A token costs about as much drafted as stepped: with no work between forwards
+        // AR steps win; the same forwards with 1 ms of scheduler work per round draft.
+        let o = vec![opts([1.0, 3.4, 5.2], 0.4)];
+        assert_eq!(choose(&o, FixedCosts::forward(0.7)).picks, vec![0]);
+        let busy = FixedCosts {
+            forward_ms: 0.7,
+            per_round_ms: 1.0,
+        };
+        assert_ne!(choose(&o, busy).picks, vec![0]);
+    }
+
+    #[test]
+    fn exploration_measures_cheap_options_often_and_dear_ones_seldom() {
+        // An AR step costs 1.2 ms with its forward's fixed cost, B = 4 4.8 ms; B = 8 is
+        // the pick.
+        let o = opts([1.0, 3.5, 5.5], 0.4);
+        let fixed = FixedCosts::forward(0.5);
+        let share = 0.05;
+        // Every size last ran 20 ms ago: nothing is due (20 · 0.05 = 1 < 1.2).
+        assert_eq!(explore(&o, 2, fixed, share, |_| 20.0), None);
+        // 40 ms: the AR step (2 ≥ 1.2), not yet B = 4 (due after 96 ms).
+        assert_eq!(explore(&o, 2, fixed, share, |_| 40.0), Some(0));
+        // B = 4 not run for a long time and the AR step just now: B = 4.
+        let since = |b: usize| if b == 1 { 0.0 } else { 200.0 };
+        assert_eq!(explore(&o, 2, fixed, share, since), Some(1));
+        // The pick itself is never explored.
+        assert_eq!(explore(&o[..1], 0, fixed, share, |_| 1e9), None);
     }
 
     #[test]
@@ -248,8 +310,9 @@ mod tests {
             verify_ms: 1.0,
         }];
         let options = vec![fixed_only, opts([1.0, 3.0, 4.5], 0.6)];
-        let c = choose(&options, 1.0);
+        let fixed = FixedCosts::forward(1.0);
+        let c = choose(&options, fixed);
         assert_eq!(c.picks[0], 0);
-        assert!((c.rate - rate_of(&options, &c.picks, 1.0)).abs() < 1e-12);
+        assert!((c.rate - rate_of(&options, &c.picks, fixed)).abs() < 1e-12);
     }
 }

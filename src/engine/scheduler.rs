@@ -18,8 +18,9 @@ use super::events::{
 };
 use super::online_cost::OnlineCost;
 use super::overlap::{self, Branch, BranchKind, BranchOutcome, BranchRoom, RowTable};
+use super::regime::{Regime, RegimeChooser};
 use super::round;
-use super::round_blocks::{self, RoundOption};
+use super::round_blocks::{self, FixedCosts, RoundOption};
 use super::signals::{self, PosSignals, Sampling};
 use super::StopReason;
 use crate::model::{AttnRule, KvCache, LogitSel, Model, Row, RowBatch, TextTokenizer};
@@ -243,12 +244,25 @@ pub struct Scheduler {
     batching: Batching,
     /// Packed rounds run so far (for exploration).
     rounds_run: u64,
+    /// ms of rounds run so far (the exploration clock).
+    clock_ms: f64,
+    /// `clock_ms` when each block size last ran in a jointly chosen round.
+    last_ran: BTreeMap<usize, f64>,
+    /// ms of this round's forwards the cost model has learned (the rest is overhead).
+    round_forward_ms: f64,
+    /// Drafting or AR steps, by measured throughput (packed rounds, costs learning).
+    regimes: RegimeChooser,
+    /// The regime of the round running, if it had adaptive requests to apply it to.
+    round_regime: Option<Regime>,
+    /// Tokens committed so far by every request.
+    committed: usize,
 }
 
-/// Every this many packed rounds, one adaptive request (in turn) takes its runner-up
-/// size, so the learned costs see the choices the rule has stopped making: a slow
-/// spell while one size ran must not lock the rule out of it for good.
-const EXPLORE_EVERY: u64 = 32;
+/// Share of the run's time each block size may spend on being measured when the rule
+/// does not choose it (`round_blocks::explore`): the learned costs must see the sizes
+/// the rule has stopped taking, or a slow spell while one ran, or a profile that
+/// misprices one, would lock it out for good.
+const EXPLORE_SHARE: f64 = 0.02;
 
 impl Scheduler {
     pub fn new(model: Model, tokenizer: Option<TextTokenizer>) -> Self {
@@ -267,6 +281,12 @@ impl Scheduler {
             eos,
             counts: ForwardCounts::default(),
             rounds_run: 0,
+            clock_ms: 0.0,
+            last_ran: BTreeMap::new(),
+            round_forward_ms: 0.0,
+            regimes: RegimeChooser::default(),
+            round_regime: None,
+            committed: 0,
             batching: Batching::default(),
         }
     }
@@ -425,6 +445,10 @@ impl Scheduler {
         self.prefill(sink)?;
         // Requests that stopped at their first token leave before indices are planned.
         self.finish_done(sink);
+        let start = Instant::now();
+        self.round_forward_ms = 0.0;
+        self.round_regime = None;
+        let committed = self.committed;
         let concurrency = self.requests.len();
         let mut chosen = match self.batching {
             Batching::Packed => self.round_blocks(concurrency),
@@ -451,6 +475,16 @@ impl Scheduler {
             self.verify_group(group, sink)?;
         }
         self.finish_done(sink);
+        let round_ms = start.elapsed().as_secs_f64() * 1e3;
+        self.clock_ms += round_ms;
+        if let Some(regime) = self.round_regime {
+            let tokens = self.committed - committed;
+            self.regimes.record(concurrency, regime, tokens, round_ms);
+        }
+        if self.round_forward_ms > 0.0 {
+            let outside = round_ms - self.round_forward_ms;
+            self.cost.observe_round(outside.max(0.0));
+        }
         Ok(())
     }
 
@@ -570,6 +604,7 @@ impl Scheduler {
         };
         r.text.push_str(&text);
         r.out.extend_from_slice(tokens);
+        self.committed += tokens.len();
         r.stats.new_tokens = r.out.len();
         r.stats.decode_tokens = r.out.len().saturating_sub(1);
         sink.emit(DecodeEvent::Committed {
@@ -643,8 +678,10 @@ impl Scheduler {
     }
 
     /// Block sizes of a packed round: the adaptive ones chosen together
-    /// (`round_blocks`), now and then with one request exploring its runner-up; the
-    /// others by the per-request rule. `None` for requests not in the round.
+    /// (`round_blocks`), or all AR steps when the measured regime says so (`regime`),
+    /// now and then with one request measuring a size the rule did not pick
+    /// (`round_blocks::explore`); the others by the per-request rule. `None` for
+    /// requests not in the round.
     fn round_blocks(&mut self, concurrency: usize) -> Vec<Option<BlockDecision>> {
         let mut out = vec![None; self.requests.len()];
         let members = self.round_members(concurrency);
@@ -655,19 +692,46 @@ impl Scheduler {
             return out;
         }
         let options: Vec<Vec<RoundOption>> = members.iter().map(|m| m.options.clone()).collect();
-        let mut choice = round_blocks::choose(&options, self.cost.model().fixed_ms);
+        let cost = self.cost.model();
+        let fixed = FixedCosts {
+            forward_ms: cost.fixed_ms,
+            per_round_ms: cost.per_round_ms,
+        };
+        let mut choice = round_blocks::choose(&options, fixed);
         let round = self.rounds_run;
         self.rounds_run += 1;
         let mut explored = None;
-        if self.cost.is_learning() && round % EXPLORE_EVERY == EXPLORE_EVERY - 1 {
-            let open: Vec<usize> = (0..members.len())
-                .filter(|&m| members[m].fixed.is_none() && members[m].options.len() > 1)
-                .collect();
-            if !open.is_empty() {
-                let m = open[(round / EXPLORE_EVERY) as usize % open.len()];
-                choice.picks[m] =
-                    round_blocks::runner_up(&options[m], choice.picks[m], choice.rate);
+        let open: Vec<usize> = (0..members.len())
+            .filter(|&m| members[m].fixed.is_none() && members[m].options.len() > 1)
+            .collect();
+        let steps = |m: usize| options[m].iter().position(|o| o.block == 1);
+        let regime = if self.cost.is_learning() && open.iter().any(|&m| steps(m).is_some()) {
+            let regime = self.regimes.next(concurrency);
+            self.round_regime = Some(regime);
+            regime
+        } else {
+            Regime::Draft
+        };
+        if regime == Regime::Ar {
+            for &m in &open {
+                if let Some(k) = steps(m) {
+                    choice.picks[m] = k;
+                }
+            }
+            choice.rate = round_blocks::rate_of(&options, &choice.picks, fixed);
+        } else if self.cost.is_learning() && !open.is_empty() {
+            // One request (in turn) measures the most overdue size.
+            let m = open[round as usize % open.len()];
+            let since = |b: usize| self.clock_ms - self.last_ran.get(&b).copied().unwrap_or(0.0);
+            let pick = choice.picks[m];
+            if let Some(k) = round_blocks::explore(&options[m], pick, fixed, EXPLORE_SHARE, since) {
+                choice.picks[m] = k;
                 explored = Some(m);
+            }
+        }
+        for (member, &k) in members.iter().zip(&choice.picks) {
+            if member.fixed.is_none() {
+                self.last_ran.insert(member.options[k].block, self.clock_ms);
             }
         }
         for (m, (member, &k)) in members.into_iter().zip(&choice.picks).enumerate() {
@@ -676,25 +740,42 @@ impl Scheduler {
             }
             let (i, opts) = (member.req, member.options);
             let h = &self.requests[i].history;
+            let stepped = regime == Regime::Ar && opts[k].block == 1;
             let rule = if explored == Some(m) {
                 "explore"
+            } else if stepped && self.regimes.in_trial() {
+                "ar_trial"
+            } else if stepped {
+                "ar_regime"
             } else if h.is_empty() {
                 "cold_start"
             } else {
                 "round"
             };
-            let reason = BlockReason {
-                rule: rule.into(),
-                signal: h.signal(),
-                candidates: opts
-                    .iter()
-                    .map(|o| BlockCandidate {
-                        block: o.block,
-                        value: o.value,
-                        cost_ms: o.draft_ms + o.verify_ms,
-                    })
-                    .collect(),
-                rate: Some(choice.rate),
+            // An AR step of the AR regime: the measured rates say why, not V − λ·T.
+            let reason = if stepped {
+                BlockReason {
+                    rule: rule.into(),
+                    signal: h.signal(),
+                    candidates: Vec::new(),
+                    rate: None,
+                    measured: Some(self.regimes.rates(concurrency)),
+                }
+            } else {
+                BlockReason {
+                    rule: rule.into(),
+                    signal: h.signal(),
+                    candidates: opts
+                        .iter()
+                        .map(|o| BlockCandidate {
+                            block: o.block,
+                            value: o.value,
+                            cost_ms: o.cost(),
+                        })
+                        .collect(),
+                    rate: Some(choice.rate),
+                    measured: None,
+                }
             };
             out[i] = Some((opts[k].block, Some(reason)));
         }
@@ -977,8 +1058,9 @@ impl Scheduler {
 
     /// The cost model learns the forward's time with its signals and verdicts.
     fn learn_cost(&mut self, t: &Timing) {
-        self.cost
-            .observe(&t.shape, t.start.elapsed().as_secs_f64() * 1e3);
+        let ms = t.start.elapsed().as_secs_f64() * 1e3;
+        self.cost.observe(&t.shape, ms);
+        self.round_forward_ms += ms;
     }
 
     /// Applies the verdict: acceptance, crop, emit, branch reuse, history, stats.
@@ -1131,6 +1213,7 @@ fn simple_reason(rule: &str) -> BlockReason {
         signal: None,
         candidates: Vec::new(),
         rate: None,
+        measured: None,
     }
 }
 

@@ -256,6 +256,18 @@ fn reason_lines(r: &RoundView, t: &Theme, width: usize) -> Vec<Line<'static>> {
     if let Some(rate) = why.rate {
         spans.push(Span::styled(format!(" · λ {rate:.2} tok/ms"), t.dim));
     }
+    // AR steps by measured regime: what drafting and AR steps delivered lately.
+    if let Some(m) = &why.measured {
+        let show = |r: Option<f64>| r.map_or("—".to_string(), |r| format!("{r:.2}"));
+        spans.push(Span::styled(
+            format!(
+                " · measured tok/ms: AR steps {} · drafting {}",
+                show(m.ar),
+                show(m.draft)
+            ),
+            t.dim,
+        ));
+    }
     let mut lines = Vec::new();
     let mut col: usize = spans.iter().map(|s| s.content.width()).sum();
     for c in &why.candidates {

@@ -1,0 +1,293 @@
+//! Drafting or AR steps, decided by measured throughput. The cost model prices each
+//! forward from its shape, but on a CPU a forward's time also depends on what ran
+//! before it: an AR step inside a run of AR steps costs about half of one between
+//! drafts (warm caches and clocks), so a rule that only ever tries isolated AR steps
+//! never sees how fast a run of them is. Packed rounds therefore run in one of two
+//! regimes, the joint rule (`Draft`) or every adaptive request taking an AR step
+//! (`Ar`), and the regime that has delivered more tokens per ms at this concurrency
+//! runs. The other one is tried for a span of rounds now and then, within a small
+//! share of the time, so a change in the machine or the text is noticed.
+
+use std::collections::BTreeMap;
+
+use super::events::RegimeRates;
+
+/// How adaptive requests of a packed round choose their block sizes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Regime {
+    /// The joint rule over the whole action space (`round_blocks::choose`).
+    Draft,
+    /// Every adaptive request takes an AR step.
+    Ar,
+}
+
+impl Regime {
+    fn index(self) -> usize {
+        match self {
+            Regime::Draft => 0,
+            Regime::Ar => 1,
+        }
+    }
+
+    fn other(self) -> Self {
+        match self {
+            Regime::Draft => Regime::Ar,
+            Regime::Ar => Regime::Draft,
+        }
+    }
+}
+
+/// Rounds of a trial of the regime not running.
+const SPAN: usize = 12;
+/// Measured rounds of the running regime before the other is first tried.
+const FIRST_TRIAL_AFTER: f64 = 8.0;
+/// Rounds after a change of regime left out of its measure (the switch's transient).
+const WARM: usize = 2;
+/// Share of the time trials may take.
+const TRIAL_SHARE: f64 = 0.03;
+/// Per-round decay of a regime's measured tokens and ms.
+const DECAY: f64 = 0.98;
+
+/// Decayed tokens and ms of one regime's rounds.
+#[derive(Debug, Clone, Copy, Default)]
+struct Measure {
+    tokens: f64,
+    ms: f64,
+    rounds: f64,
+    /// Clock when it last ran.
+    last_ran: f64,
+}
+
+impl Measure {
+    fn rate(&self) -> Option<f64> {
+        (self.rounds >= 1.0 && self.ms > 0.0).then(|| self.tokens / self.ms)
+    }
+
+    fn round_ms(&self) -> f64 {
+        if self.rounds > 0.0 {
+            self.ms / self.rounds
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Chooses the regime of each packed round and learns from what the rounds delivered.
+#[derive(Debug, Clone)]
+pub struct RegimeChooser {
+    /// Per concurrency bucket (the rates of different concurrencies do not compare).
+    measures: BTreeMap<usize, [Measure; 2]>,
+    current: Regime,
+    /// Whether the regime running is on trial, and its rounds left.
+    trial: bool,
+    trial_left: usize,
+    /// Rounds run since the regime last changed.
+    since_change: usize,
+    clock_ms: f64,
+}
+
+impl Default for RegimeChooser {
+    fn default() -> Self {
+        Self {
+            measures: BTreeMap::new(),
+            current: Regime::Draft,
+            trial: false,
+            trial_left: 0,
+            since_change: 0,
+            clock_ms: 0.0,
+        }
+    }
+}
+
+/// Concurrencies 1, 2, 3–4, 5–8, … share a bucket.
+fn bucket(concurrency: usize) -> usize {
+    concurrency.max(1).next_power_of_two()
+}
+
+impl RegimeChooser {
+    /// The regime of the next round at `concurrency`.
+    pub fn next(&mut self, concurrency: usize) -> Regime {
+        let m = *self.measures.entry(bucket(concurrency)).or_default();
+        let want = if self.trial_left > 0 {
+            self.trial_left -= 1;
+            self.current
+        } else {
+            self.trial = false;
+            // A concurrency not measured yet keeps the regime running (drafting at the
+            // start: RecGuide's own rule goes first); one measured regime is the one
+            // that has run, and the other is due for a trial.
+            let best = match (m[0].rate(), m[1].rate()) {
+                (Some(d), Some(a)) => {
+                    if a > d {
+                        Regime::Ar
+                    } else {
+                        Regime::Draft
+                    }
+                }
+                (Some(_), None) => Regime::Draft,
+                (None, Some(_)) => Regime::Ar,
+                (None, None) => self.current,
+            };
+            let other = best.other();
+            let o = m[other.index()];
+            let own = m[best.index()].rounds >= FIRST_TRIAL_AFTER;
+            let due = o.rate().is_none()
+                || (self.clock_ms - o.last_ran) * TRIAL_SHARE >= SPAN as f64 * o.round_ms();
+            if own && due {
+                self.trial = true;
+                self.trial_left = SPAN - 1;
+                other
+            } else {
+                best
+            }
+        };
+        if want != self.current {
+            self.current = want;
+            self.since_change = 0;
+        }
+        want
+    }
+
+    /// What a round at `concurrency` in `regime` delivered: `tokens` committed in `ms`.
+    pub fn record(&mut self, concurrency: usize, regime: Regime, tokens: usize, ms: f64) {
+        self.clock_ms += ms;
+        self.since_change += 1;
+        let clock = self.clock_ms;
+        let m = self.measures.entry(bucket(concurrency)).or_default();
+        m[regime.index()].last_ran = clock;
+        if self.since_change <= WARM || !(ms.is_finite() && ms > 0.0) {
+            return;
+        }
+        let r = &mut m[regime.index()];
+        r.tokens = DECAY * r.tokens + tokens as f64;
+        r.ms = DECAY * r.ms + ms;
+        r.rounds = DECAY * r.rounds + 1.0;
+    }
+
+    /// Whether the regime `next` returned is on trial.
+    pub fn in_trial(&self) -> bool {
+        self.trial
+    }
+
+    /// Measured tokens per ms of each regime at `concurrency`.
+    pub fn rates(&self, concurrency: usize) -> RegimeRates {
+        let m = self.measures.get(&bucket(concurrency));
+        RegimeRates {
+            draft: m.and_then(|m| m[0].rate()),
+            ar: m.and_then(|m| m[1].rate()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs `rounds` rounds where drafting gives `draft` and AR steps `ar` tokens per
+    /// ms (each round 1 ms of AR or 5 ms of drafting); returns the rounds per regime.
+    fn run(draft: f64, ar: f64, rounds: usize) -> [usize; 2] {
+        let mut c = RegimeChooser::default();
+        let mut n = [0; 2];
+        for _ in 0..rounds {
+            let r = c.next(1);
+            n[r.index()] += 1;
+            let (ms, rate) = match r {
+                Regime::Draft => (5.0, draft),
+                Regime::Ar => (1.0, ar),
+            };
+            c.record(1, r, (rate * ms).round() as usize, ms);
+        }
+        n
+    }
+
+    #[test]
+    fn the_faster_regime_runs_and_the_other_is_tried_within_its_share() {
+        // AR faster: after one span of drafting and a trial, AR steps run.
+        let [d, a] = run(0.8, 1.0, 5000);
+        assert!(a > 4800, "draft {d} ar {a}");
+        // Trials of drafting take about TRIAL_SHARE of the time (5 ms rounds).
+        let draft_ms = 5.0 * d as f64;
+        let share = draft_ms / (draft_ms + a as f64);
+        assert!(share < 2.0 * TRIAL_SHARE + 0.05, "share {share}");
+        assert!(d >= 2 * SPAN, "drafting was not retried: {d}");
+        // Drafting faster (the GPU case): it runs, and AR steps are tried within their
+        // share of the time.
+        let [d, a] = run(3.0, 1.0, 5000);
+        assert!(d > 4000, "draft {d} ar {a}");
+        assert!(a >= SPAN, "AR steps never tried: {a}");
+        let share = a as f64 / (a as f64 + 5.0 * d as f64);
+        assert!(share < 2.0 * TRIAL_SHARE, "share {share}");
+    }
+
+    #[test]
+    fn the_first_trial_of_ar_steps_comes_after_the_first_measured_rounds() {
+        let mut c = RegimeChooser::default();
+        let mut seen = Vec::new();
+        for _ in 0..40 {
+            let r = c.next(1);
+            seen.push((r, c.in_trial()));
+            // AR steps slower here: after the trial drafting runs again.
+            let (tokens, ms) = if r == Regime::Ar { (1, 2.0) } else { (5, 5.0) };
+            c.record(1, r, tokens, ms);
+        }
+        // After the transient and FIRST_TRIAL_AFTER measured rounds (decayed: one more).
+        let first = seen
+            .iter()
+            .position(|s| s.0 == Regime::Ar)
+            .expect("a trial");
+        assert_eq!(first, WARM + FIRST_TRIAL_AFTER as usize + 1, "{seen:?}");
+        assert!(seen[..first].iter().all(|&s| s == (Regime::Draft, false)));
+        assert!(seen[first..first + SPAN]
+            .iter()
+            .all(|&s| s == (Regime::Ar, true)));
+        assert_eq!(seen[first + SPAN], (Regime::Draft, false));
+        let r = c.rates(1);
+        assert!(r.draft > r.ar && r.ar.is_some(), "{r:?}");
+    }
+
+    #[test]
+    fn a_new_concurrency_starts_in_the_regime_running() {
+        let mut c = RegimeChooser::default();
+        let mut r = Regime::Draft;
+        for _ in 0..200 {
+            r = c.next(4);
+            let (tokens, ms) = if r == Regime::Ar { (4, 1.0) } else { (8, 4.0) };
+            c.record(4, r, tokens, ms);
+        }
+        assert_eq!(r, Regime::Ar);
+        // Requests finished: two left, a bucket never measured.
+        assert_eq!(
+            c.rates(2),
+            RegimeRates {
+                draft: None,
+                ar: None
+            }
+        );
+        assert_eq!(c.next(2), Regime::Ar);
+    }
+
+    #[test]
+    fn transients_after_a_change_are_not_measured() {
+        let mut c = RegimeChooser::default();
+        for k in 0..10 {
+            let r = c.next(1);
+            assert_eq!(r, Regime::Draft);
+            // The first rounds are slow (a switch); later ones are not.
+            let ms = if k < WARM { 100.0 } else { 1.0 };
+            c.record(1, r, 1, ms);
+        }
+        let r = c.rates(1);
+        assert_eq!(r.ar, None);
+        assert!((r.draft.unwrap_or(0.0) - 1.0).abs() < 1e-9, "{r:?}");
+        // Concurrencies 3 and 4 share a bucket; 5 does not.
+        c.record(3, Regime::Ar, 4, 1.0);
+        assert_eq!(c.rates(4), c.rates(3));
+        assert_eq!(
+            c.rates(5),
+            RegimeRates {
+                draft: None,
+                ar: None
+            }
+        );
+    }
+}
