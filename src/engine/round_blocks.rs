@@ -47,14 +47,6 @@ pub struct FixedCosts {
 }
 
 impl FixedCosts {
-    /// Forwards' fixed cost only.
-    pub fn forward(forward_ms: f64) -> Self {
-        Self {
-            forward_ms,
-            per_round_ms: 0.0,
-        }
-    }
-
     fn of(&self, any_draft: bool) -> f64 {
         self.per_round_ms + self.forward_ms * if any_draft { 2.0 } else { 1.0 }
     }
@@ -173,6 +165,16 @@ fn dinkelbach(options: &[Vec<(usize, RoundOption)>], fixed: f64) -> RoundChoice 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl FixedCosts {
+        /// Forwards' fixed cost only.
+        fn forward(forward_ms: f64) -> Self {
+            Self {
+                forward_ms,
+                per_round_ms: 0.0,
+            }
+        }
+    }
 
     /// Options for B ∈ {1, 4, 8} with per-token row costs.
     fn opts(values: [f64; 3], per_token: f64) -> Vec<RoundOption> {

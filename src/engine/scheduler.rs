@@ -753,29 +753,23 @@ impl Scheduler {
                 "round"
             };
             // An AR step of the AR regime: the measured rates say why, not V − λ·T.
-            let reason = if stepped {
-                BlockReason {
-                    rule: rule.into(),
-                    signal: h.signal(),
-                    candidates: Vec::new(),
-                    rate: None,
-                    measured: Some(self.regimes.rates(concurrency)),
-                }
+            let candidates = if stepped {
+                Vec::new()
             } else {
-                BlockReason {
-                    rule: rule.into(),
-                    signal: h.signal(),
-                    candidates: opts
-                        .iter()
-                        .map(|o| BlockCandidate {
-                            block: o.block,
-                            value: o.value,
-                            cost_ms: o.cost(),
-                        })
-                        .collect(),
-                    rate: Some(choice.rate),
-                    measured: None,
-                }
+                opts.iter()
+                    .map(|o| BlockCandidate {
+                        block: o.block,
+                        value: o.value,
+                        cost_ms: o.cost(),
+                    })
+                    .collect()
+            };
+            let reason = BlockReason {
+                rule: rule.into(),
+                signal: h.signal(),
+                candidates,
+                rate: (!stepped).then_some(choice.rate),
+                measured: stepped.then(|| self.regimes.rates(concurrency)),
             };
             out[i] = Some((opts[k].block, Some(reason)));
         }
