@@ -402,4 +402,14 @@ fn bench_runs_side_by_side_and_names_bad_prompt_lines() {
         "warp",
     ]);
     assert_clean_error(&o, "unknown mode 'warp'");
+    let o = run(&[
+        "bench",
+        "--model",
+        dir.to_str().unwrap(),
+        "--prompts",
+        prompts.to_str().unwrap(),
+        "--adaptive-blocks",
+        "0,4",
+    ]);
+    assert_clean_error(&o, "adaptive block sizes");
 }

@@ -29,19 +29,22 @@ pub struct BenchConfig {
 /// overlap, every branch row), `recguide-fixed` (overlap at each fixed block size,
 /// every branch row), `recguide-adaptive` (adaptive block size only),
 /// `recguide-reference` (as `recguide`, with the reference's action space {8, 16, 32}
-/// instead of the default {1, 4, 8, 16, 32}). Each RecGuide
+/// instead of `adaptive_blocks`, by default {1, 4, 8, 16, 32}). Each RecGuide
 /// configuration with branch rows runs once per row table in `tables` (named with the
 /// table when it is not the default).
 pub fn configs(
     modes: &[String],
     blocks: &[usize],
     tables: &[RowTable],
+    adaptive_blocks: &[usize],
     max_new_tokens: usize,
 ) -> Result<Vec<BenchConfig>> {
     let base = DecodeOptions {
         max_new_tokens,
+        adaptive_blocks: adaptive_blocks.to_vec(),
         ..DecodeOptions::default()
     };
+    base.validate()?;
     let packed = |name: String, options: DecodeOptions| BenchConfig {
         name,
         options,
@@ -325,4 +328,29 @@ pub fn table(results: &[BenchResult]) -> String {
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_action_space_reaches_recguide_but_not_the_reference() {
+        let modes = ["ar", "recguide", "recguide-reference"].map(String::from);
+        let cfgs = configs(&modes, &[8], &[RowTable::default()], &[1, 4], 64).unwrap();
+        let blocks: Vec<(&str, &[usize])> = cfgs
+            .iter()
+            .map(|c| (c.name.as_str(), c.options.adaptive_blocks.as_slice()))
+            .collect();
+        assert_eq!(
+            blocks,
+            [
+                ("ar", &[1, 4][..]),
+                ("recguide", &[1, 4][..]),
+                ("recguide reference-B", &REFERENCE_BLOCKS[..]),
+            ]
+        );
+        let err = configs(&modes, &[8], &[RowTable::default()], &[], 64).unwrap_err();
+        assert!(err.to_string().contains("adaptive block sizes"), "{err}");
+    }
 }

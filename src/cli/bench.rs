@@ -34,6 +34,10 @@ pub struct BenchArgs {
         default_value = "conditional-rank"
     )]
     pub row_tables: Vec<RowTable>,
+    /// Block sizes the adaptive RecGuide configurations choose from (1 = an AR step);
+    /// `recguide-reference` always uses the reference's 8,16,32.
+    #[arg(long, value_delimiter = ',', default_value = "1,4,8,16,32")]
+    pub adaptive_blocks: Vec<usize>,
     /// Requests in flight.
     #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
     pub concurrency: Vec<usize>,
@@ -60,7 +64,13 @@ pub fn run(a: BenchArgs) -> Result<()> {
         a.concurrency.iter().all(|&c| c > 0),
         "--concurrency values must be at least 1"
     );
-    let cfgs = configs(&a.modes, &a.blocks, &a.row_tables, a.max_new_tokens)?;
+    let cfgs = configs(
+        &a.modes,
+        &a.blocks,
+        &a.row_tables,
+        &a.adaptive_blocks,
+        a.max_new_tokens,
+    )?;
     let records = a.prompts.records()?;
     let loaded = a.model.load()?;
     let prompts = a.prompts.encode(&records, &loaded.tokenizer)?;
