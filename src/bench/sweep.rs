@@ -141,6 +141,8 @@ pub struct BenchResult {
     pub branches: BTreeMap<String, BranchCount>,
     pub saved_drafts: usize,
     pub blocks: BTreeMap<String, usize>,
+    /// Tokens/s of each timed pass (`--repeats`), in pass order.
+    pub pass_tokens_per_sec: Vec<f64>,
     /// Same tokens as AR for every prompt (when AR ran in the sweep).
     pub identical_to_ar: Option<bool>,
 }
@@ -177,6 +179,7 @@ pub fn run_config(
         branches: BTreeMap::new(),
         saved_drafts: 0,
         blocks: BTreeMap::new(),
+        pass_tokens_per_sec: Vec::new(),
         identical_to_ar: None,
     };
     let (mut rounds, mut advanced, mut per_req_tps) = (0usize, 0usize, 0f64);
@@ -237,6 +240,7 @@ pub fn run_config(
     r.mean_accept = ratio(advanced as f64, rounds as f64);
     r.tokens_per_sec = ratio(r.new_tokens as f64, r.wall_secs);
     r.tokens_per_sec_per_request = ratio(per_req_tps, prompts.len() as f64);
+    r.pass_tokens_per_sec = vec![r.tokens_per_sec];
     Ok((r, outputs))
 }
 
@@ -250,7 +254,54 @@ impl BenchResult {
         self.tokens_per_sec = ratio((n + 1.0) * self.new_tokens as f64, self.wall_secs);
         self.tokens_per_sec_per_request =
             (self.tokens_per_sec_per_request * n + other.tokens_per_sec_per_request) / (n + 1.0);
+        self.pass_tokens_per_sec
+            .extend_from_slice(&other.pass_tokens_per_sec);
     }
+}
+
+/// How much one pass tells: per concurrency, each configuration that is not LinearSS
+/// against the best LinearSS (by all passes' tokens/s), pass by pass (min / median /
+/// max of the per-pass ratios). Empty with fewer than two passes.
+pub fn pass_spread(results: &[BenchResult]) -> String {
+    let mut s = String::new();
+    let mut cs: Vec<usize> = results.iter().map(|r| r.concurrency).collect();
+    cs.sort_unstable();
+    cs.dedup();
+    for c in cs {
+        let at: Vec<&BenchResult> = results.iter().filter(|r| r.concurrency == c).collect();
+        let Some(best) = at
+            .iter()
+            .filter(|r| r.config.starts_with("linear"))
+            .max_by(|a, b| a.tokens_per_sec.total_cmp(&b.tokens_per_sec))
+        else {
+            continue;
+        };
+        for r in at.iter().filter(|r| !r.config.starts_with("linear")) {
+            let mut per_pass: Vec<f64> = r
+                .pass_tokens_per_sec
+                .iter()
+                .zip(&best.pass_tokens_per_sec)
+                .map(|(x, b)| ratio(*x, *b))
+                .collect();
+            if per_pass.len() < 2 {
+                continue;
+            }
+            if s.is_empty() {
+                s.push_str("per pass, x best LinearSS (min / median / max):\n");
+            }
+            per_pass.sort_by(f64::total_cmp);
+            s.push_str(&format!(
+                "  {:<24} C={c:<3} {:.2} / {:.2} / {:.2}  ({} passes, against {})\n",
+                r.config,
+                per_pass[0],
+                per_pass[per_pass.len() / 2],
+                per_pass[per_pass.len() - 1],
+                per_pass.len(),
+                best.config
+            ));
+        }
+    }
+    s
 }
 
 fn ratio(a: f64, b: f64) -> f64 {
@@ -352,5 +403,55 @@ mod tests {
         );
         let err = configs(&modes, &[8], &[RowTable::default()], &[], 64).unwrap_err();
         assert!(err.to_string().contains("adaptive block sizes"), "{err}");
+    }
+
+    fn result(config: &str, passes: &[f64]) -> BenchResult {
+        BenchResult {
+            config: config.into(),
+            concurrency: 1,
+            requests: 1,
+            new_tokens: 0,
+            decode_tokens: 0,
+            decode_forwards: 0,
+            physical_forwards: 0,
+            wall_secs: 0.0,
+            tpf: 0.0,
+            mean_accept: 0.0,
+            tokens_per_sec: passes.iter().sum::<f64>() / passes.len() as f64,
+            tokens_per_sec_per_request: 0.0,
+            accept_hist_by_family: BTreeMap::new(),
+            branches: BTreeMap::new(),
+            saved_drafts: 0,
+            blocks: BTreeMap::new(),
+            pass_tokens_per_sec: passes.to_vec(),
+            identical_to_ar: None,
+        }
+    }
+
+    #[test]
+    fn pass_spread_pairs_each_pass_with_the_best_linear_one() {
+        let mut first = result("recguide", &[90.0]);
+        first.add_repeat(&result("recguide", &[110.0]), 1);
+        first.add_repeat(&result("recguide", &[100.0]), 2);
+        assert_eq!(first.pass_tokens_per_sec, [90.0, 110.0, 100.0]);
+        let results = [
+            result("linear B=8", &[50.0, 50.0, 50.0]),
+            // The best LinearSS overall, though not in every pass.
+            result("linear B=4", &[100.0, 100.0, 80.0]),
+            first,
+        ];
+        let s = pass_spread(&results);
+        assert!(
+            s.contains(
+                "recguide                 C=1   0.90 / 1.10 / 1.25  (3 passes, against linear B=4)"
+            ),
+            "{s}"
+        );
+        assert!(!s.contains("linear B=8 "), "{s}");
+        // One pass: nothing to spread.
+        assert_eq!(
+            pass_spread(&[result("linear B=4", &[1.0]), result("ar", &[1.0])]),
+            ""
+        );
     }
 }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::{ensure, Context, Result};
 use clap::Args;
 
-use specscope::bench::sweep::{configs, run_config, table, BenchResult};
+use specscope::bench::sweep::{configs, pass_spread, run_config, table, BenchResult};
 use specscope::engine::adaptive::SurvivalTables;
 use specscope::engine::cost::CostModel;
 use specscope::engine::overlap::RowTable;
@@ -138,6 +138,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     }
     eprintln!("\r[{done}/{total}] done{:40}", "");
     print!("{}", table(&results));
+    print!("{}", pass_spread(&results));
     if let Some(path) = &a.json {
         let out = serde_json::json!({
             "model": loaded.files.label,
