@@ -290,13 +290,14 @@ pub fn pass_spread(results: &[BenchResult]) -> String {
                 s.push_str("per pass, x best LinearSS (min / median / max):\n");
             }
             per_pass.sort_by(f64::total_cmp);
+            let n = per_pass.len();
+            let median = (per_pass[(n - 1) / 2] + per_pass[n / 2]) / 2.0;
             s.push_str(&format!(
-                "  {:<24} C={c:<3} {:.2} / {:.2} / {:.2}  ({} passes, against {})\n",
+                "  {:<24} C={c:<3} {:.2} / {:.2} / {:.2}  ({n} passes, against {})\n",
                 r.config,
                 per_pass[0],
-                per_pass[per_pass.len() / 2],
-                per_pass[per_pass.len() - 1],
-                per_pass.len(),
+                median,
+                per_pass[n - 1],
                 best.config
             ));
         }
@@ -448,6 +449,12 @@ mod tests {
             "{s}"
         );
         assert!(!s.contains("linear B=8 "), "{s}");
+        // An even number of passes: the median is between the middle two.
+        let two = [
+            result("linear B=4", &[100.0, 100.0]),
+            result("ar", &[90.0, 110.0]),
+        ];
+        assert!(pass_spread(&two).contains("0.90 / 1.00 / 1.10  (2 passes"));
         // One pass: nothing to spread.
         assert_eq!(
             pass_spread(&[result("linear B=4", &[1.0]), result("ar", &[1.0])]),
