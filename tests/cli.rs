@@ -354,12 +354,19 @@ fn bench_runs_side_by_side_and_names_bad_prompt_lines() {
     let prompts = tmp.path().join("p.jsonl");
     std::fs::write(&prompts, "{\"prompt\": \"List 5 fruits.\", \"family\": \"qa\"}\n{\"prompt\": \"Reverse the word 'planet'.\", \"family\": \"qa\"}\n").unwrap();
     let json = tmp.path().join("out.json");
-    let o = run(&[
-        "bench",
-        "--model",
-        dir.to_str().unwrap(),
-        "--prompts",
-        prompts.to_str().unwrap(),
+    // `bench` on the fixture model and this prompt file, plus `extra`.
+    let bench = |extra: &[&str]| {
+        let mut args = vec![
+            "bench",
+            "--model",
+            dir.to_str().unwrap(),
+            "--prompts",
+            prompts.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    let o = bench(&[
         "--modes",
         "ar,linear,recguide",
         "--blocks",
@@ -384,32 +391,10 @@ fn bench_runs_side_by_side_and_names_bad_prompt_lines() {
     assert!(results.iter().all(|r| r["identical_to_ar"] == true));
 
     std::fs::write(&prompts, "{\"prompt\": \"ok\"}\n{not json}\n").unwrap();
-    let o = run(&[
-        "bench",
-        "--model",
-        dir.to_str().unwrap(),
-        "--prompts",
-        prompts.to_str().unwrap(),
-    ]);
-    assert_clean_error(&o, "p.jsonl:2");
-    let o = run(&[
-        "bench",
-        "--model",
-        dir.to_str().unwrap(),
-        "--prompts",
-        prompts.to_str().unwrap(),
-        "--modes",
-        "warp",
-    ]);
-    assert_clean_error(&o, "unknown mode 'warp'");
-    let o = run(&[
-        "bench",
-        "--model",
-        dir.to_str().unwrap(),
-        "--prompts",
-        prompts.to_str().unwrap(),
-        "--adaptive-blocks",
-        "0,4",
-    ]);
-    assert_clean_error(&o, "adaptive block sizes");
+    assert_clean_error(&bench(&[]), "p.jsonl:2");
+    assert_clean_error(&bench(&["--modes", "warp"]), "unknown mode 'warp'");
+    assert_clean_error(
+        &bench(&["--adaptive-blocks", "0,4"]),
+        "adaptive block sizes",
+    );
 }

@@ -162,26 +162,7 @@ pub fn run_config(
         .with_batching(cfg.batching);
     let mut outputs = vec![Vec::new(); prompts.len()];
     let mut ids: Vec<u64> = Vec::new();
-    let mut r = BenchResult {
-        config: cfg.name.clone(),
-        concurrency,
-        requests: prompts.len(),
-        new_tokens: 0,
-        decode_tokens: 0,
-        decode_forwards: 0,
-        physical_forwards: 0,
-        wall_secs: 0.0,
-        tpf: 0.0,
-        mean_accept: 0.0,
-        tokens_per_sec: 0.0,
-        tokens_per_sec_per_request: 0.0,
-        accept_hist_by_family: BTreeMap::new(),
-        branches: BTreeMap::new(),
-        saved_drafts: 0,
-        blocks: BTreeMap::new(),
-        pass_tokens_per_sec: Vec::new(),
-        identical_to_ar: None,
-    };
+    let mut r = BenchResult::empty(&cfg.name, concurrency, prompts.len());
     let (mut rounds, mut advanced, mut per_req_tps) = (0usize, 0usize, 0f64);
     let start = Instant::now();
     let mut next = 0;
@@ -245,6 +226,30 @@ pub fn run_config(
 }
 
 impl BenchResult {
+    /// Nothing run yet.
+    pub fn empty(config: &str, concurrency: usize, requests: usize) -> Self {
+        Self {
+            config: config.to_string(),
+            concurrency,
+            requests,
+            new_tokens: 0,
+            decode_tokens: 0,
+            decode_forwards: 0,
+            physical_forwards: 0,
+            wall_secs: 0.0,
+            tpf: 0.0,
+            mean_accept: 0.0,
+            tokens_per_sec: 0.0,
+            tokens_per_sec_per_request: 0.0,
+            accept_hist_by_family: BTreeMap::new(),
+            branches: BTreeMap::new(),
+            saved_drafts: 0,
+            blocks: BTreeMap::new(),
+            pass_tokens_per_sec: Vec::new(),
+            identical_to_ar: None,
+        }
+    }
+
     /// Adds another timed run of the same configuration (a repeat): times add up, the
     /// rates are recomputed over all runs; the counts are the first run's (decoding is
     /// deterministic, and `run` checks the outputs agree).
@@ -408,24 +413,9 @@ mod tests {
 
     fn result(config: &str, passes: &[f64]) -> BenchResult {
         BenchResult {
-            config: config.into(),
-            concurrency: 1,
-            requests: 1,
-            new_tokens: 0,
-            decode_tokens: 0,
-            decode_forwards: 0,
-            physical_forwards: 0,
-            wall_secs: 0.0,
-            tpf: 0.0,
-            mean_accept: 0.0,
             tokens_per_sec: passes.iter().sum::<f64>() / passes.len() as f64,
-            tokens_per_sec_per_request: 0.0,
-            accept_hist_by_family: BTreeMap::new(),
-            branches: BTreeMap::new(),
-            saved_drafts: 0,
-            blocks: BTreeMap::new(),
             pass_tokens_per_sec: passes.to_vec(),
-            identical_to_ar: None,
+            ..BenchResult::empty(config, 1, 1)
         }
     }
 
