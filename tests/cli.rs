@@ -342,7 +342,11 @@ fn run_modes_agree_with_ar_on_the_trained_fixture() {
     let o = run_x(&["--mode", "linear", "--block", "0"]);
     assert_clean_error(&o, "block size");
     let o = run_x(&["--adaptive-blocks", "8,0"]);
-    assert_clean_error(&o, "adaptive block sizes");
+    assert_clean_error(&o, "block size 0 is out of range");
+    let o = run_x(&["--mode", "linear", "--block", "1000000"]);
+    assert_clean_error(&o, "block size 1000000 is out of range");
+    let o = run_x(&["--risk-threshold", "-1"]);
+    assert_clean_error(&o, "risk threshold must be in [0, 1]");
     let o = run_x(&["--mode", "warp"]);
     assert!(!o.status.success() && stderr(&o).contains("warp"));
 }
@@ -367,7 +371,7 @@ fn bench_runs_side_by_side_and_names_bad_prompt_lines() {
         run(&args)
     };
     let o = bench(&[
-        "--modes",
+        "--configs",
         "ar,linear,recguide",
         "--blocks",
         "8",
@@ -392,9 +396,6 @@ fn bench_runs_side_by_side_and_names_bad_prompt_lines() {
 
     std::fs::write(&prompts, "{\"prompt\": \"ok\"}\n{not json}\n").unwrap();
     assert_clean_error(&bench(&[]), "p.jsonl:2");
-    assert_clean_error(&bench(&["--modes", "warp"]), "unknown mode 'warp'");
-    assert_clean_error(
-        &bench(&["--adaptive-blocks", "0,4"]),
-        "adaptive block sizes",
-    );
+    assert_clean_error(&bench(&["--configs", "warp"]), "invalid value 'warp'");
+    assert_clean_error(&bench(&["--blocks", "0"]), "linear B=0");
 }

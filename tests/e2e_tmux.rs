@@ -1,8 +1,13 @@
-//! End to end: the real binary in tmux (160×48), typed at like a user: the answer
-//! streams, the round pane fills, pause and step work, quitting leaves the shell intact.
+//! End to end: the real binary in tmux, typed at like a user, with the default options:
+//! the empty chat introduces the model, answers stream in slow motion with a draft in
+//! the round pane round after round and branch rows among them, pause and step work,
+//! quitting leaves the shell intact; at 80×24 too.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
+
+/// Tmux servers started by this process (each gets its own socket).
+static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 struct Tmux {
     socket: String,
@@ -11,6 +16,10 @@ struct Tmux {
 
 impl Tmux {
     fn start() -> Self {
+        Self::sized(160, 48)
+    }
+
+    fn sized(w: u16, h: u16) -> Self {
         let ok = Command::new("tmux")
             .arg("-V")
             .output()
@@ -20,21 +29,44 @@ impl Tmux {
             "tmux is needed for this test (apt-get install tmux; .ci/run installs it)"
         );
         let t = Tmux {
-            socket: format!("specscope-e2e-{}", std::process::id()),
+            socket: format!(
+                "specscope-e2e-{}-{}",
+                std::process::id(),
+                NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            ),
             session: "e2e".into(),
         };
+        let (w, h) = (w.to_string(), h.to_string());
         t.tmux(&[
             "new-session",
             "-d",
             "-x",
-            "160",
+            &w,
             "-y",
-            "48",
+            &h,
             "-s",
             &t.session,
             "bash --norc --noprofile",
         ]);
         t
+    }
+
+    /// Starts specscope with the default options (and a config dir of its own) at a
+    /// shell prompt; waits for the empty chat.
+    fn launch(&self, cfg: &std::path::Path, args: &str) {
+        self.literal("PS1='E2E$ '; clear");
+        self.keys(&["Enter"]);
+        self.wait("the shell", |s| s.contains("E2E$"));
+        let cmd = format!(
+            "SPECSCOPE_CONFIG_DIR={} {} {args}; echo EXIT=$?",
+            cfg.display(),
+            env!("CARGO_BIN_EXE_specscope")
+        );
+        self.literal(&cmd);
+        self.keys(&["Enter"]);
+        self.wait("the chat screen", |s| {
+            s.contains("specscope: watch") && s.contains(" specscope │")
+        });
     }
 
     fn tmux(&self, args: &[&str]) -> String {
@@ -111,42 +143,87 @@ fn round_no(screen: &str) -> Option<usize> {
         .ok()
 }
 
+/// What the round pane shows in a screen capture.
+#[derive(Debug, PartialEq, Eq)]
+enum Shown {
+    Draft,
+    ArStep,
+    Other,
+}
+
+fn shown(screen: &str) -> Shown {
+    if screen.contains("AR step: one token") {
+        Shown::ArStep
+    } else if screen.contains("seed") {
+        Shown::Draft
+    } else {
+        Shown::Other
+    }
+}
+
+fn has_branch_row(screen: &str) -> bool {
+    screen.contains("P1 @") || screen.contains("new @")
+}
+
 #[test]
 fn chat_streams_pauses_steps_and_quits_cleanly_in_tmux() {
     let t = Tmux::start();
     let cfg = tempfile::tempdir().unwrap();
-    t.literal("PS1='E2E$ '; clear");
-    t.keys(&["Enter"]);
-    t.wait("the shell", |s| s.contains("E2E$"));
-    let cmd = format!(
-        "SPECSCOPE_CONFIG_DIR={} {} --max-new-tokens 400; echo EXIT=$?",
-        cfg.path().display(),
-        env!("CARGO_BIN_EXE_specscope")
-    );
-    t.literal(&cmd);
-    t.keys(&["Enter"]);
-    t.wait("the chat screen", |s| {
-        s.contains("No rounds yet") && s.contains("specscope │")
-    });
-
-    // Slow motion (two steps slower: 500 ms a round) so a person — and this test — can
-    // follow the rounds.
-    t.keys(&["M--"]);
-    t.keys(&["M--"]);
-    t.wait("slow motion", |s| s.contains("slow 500ms/round"));
-    t.literal("Write a function that adds two numbers.");
-    t.keys(&["Enter"]);
-    // A round's title shows as soon as its block size is chosen; its draft follows one
-    // forward later, so wait for both.
-    let s = t.wait("the round pane to fill", |s| {
-        round_no(s).is_some_and(|n| n >= 2) && s.contains("seed")
-    });
-    assert!(s.contains("Write a function that adds two numbers."));
+    t.launch(cfg.path(), "--max-new-tokens 120");
+    let s = t.screen();
     assert!(
-        s.contains("B=") && s.contains("seed"),
-        "a drafted block with margins:\n{s}"
+        s.contains("drill model"),
+        "the bundled model introduces itself:\n{s}"
+    );
+    assert!(
+        s.contains("slow 300ms"),
+        "the chat opens in slow motion:\n{s}"
     );
 
+    // First prompts a newcomer types; sample the round pane while they are answered.
+    let (mut drafts, mut ar_steps, mut branch_rows) = (0, 0, 0);
+    let mut rounds_seen = std::collections::BTreeSet::new();
+    for prompt in [
+        "What is 12 plus 7?",
+        "Write a python function that reverses a list.",
+    ] {
+        t.literal(prompt);
+        t.keys(&["Enter"]);
+        t.wait("the answer to start", |s| s.contains("answering"));
+        let start = Instant::now();
+        loop {
+            let s = t.screen();
+            if let Some(n) = round_no(&s) {
+                if rounds_seen.insert((prompt, n)) {
+                    match shown(&s) {
+                        Shown::Draft => drafts += 1,
+                        Shown::ArStep => ar_steps += 1,
+                        Shown::Other => {}
+                    }
+                    branch_rows += usize::from(has_branch_row(&s));
+                }
+            }
+            if !s.contains("answering") && start.elapsed() > Duration::from_millis(500) {
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(120),
+                "answer never ended:\n{s}"
+            );
+            std::thread::sleep(Duration::from_millis(60));
+        }
+    }
+    assert!(
+        drafts >= 4 && drafts > 4 * ar_steps,
+        "drafts shown in {drafts} sampled rounds, AR steps in {ar_steps}"
+    );
+    assert!(branch_rows >= 1, "no branch row in {drafts} sampled rounds");
+
+    t.literal("List three colours.");
+    t.keys(&["Enter"]);
+    t.wait("a drafted round of the third request", |s| {
+        s.contains("· request 3 ") && s.contains("seed")
+    });
     t.keys(&["F5"]);
     let s = t.wait("pause", |s| s.contains("⏸ paused"));
     // Let a round that was already running finish, then step exactly one.
@@ -178,4 +255,58 @@ fn chat_streams_pauses_steps_and_quits_cleanly_in_tmux() {
     t.literal("stty -a | tr ' ' '\\n' | grep -x -e icanon -e echo | tr '\\n' ' '; echo");
     t.keys(&["Enter"]);
     t.wait_for("cooked mode restored", |s| s.contains("icanon echo"), true);
+}
+
+/// At 80×24 a round shows its draft and verdict, and the status line its markers.
+#[test]
+fn the_default_chat_fits_80x24() {
+    let t = Tmux::sized(80, 24);
+    let cfg = tempfile::tempdir().unwrap();
+    t.launch(cfg.path(), "--max-new-tokens 60");
+    t.literal("What is 12 plus 7?");
+    t.keys(&["Enter"]);
+    let s = t.wait("a verified round", |s| {
+        s.contains("seed") && s.contains("accepted")
+    });
+    let status = s.lines().last().unwrap_or_default();
+    assert!(
+        status.contains("slow 300ms") && status.contains("help"),
+        "{s}"
+    );
+    t.keys(&["C-q"]);
+    let s = t.wait_exit();
+    assert!(s.lines().any(|l| l == "EXIT=0"), "{s}");
+}
+
+/// `kill -INT` and `kill -QUIT` end the session like SIGTERM: terminal restored, exit
+/// status 128 + the signal.
+#[test]
+fn signals_restore_the_terminal_and_set_the_exit_status() {
+    for (sig, code) in [("INT", 130), ("QUIT", 131), ("TERM", 143), ("HUP", 129)] {
+        let t = Tmux::sized(100, 30);
+        let cfg = tempfile::tempdir().unwrap();
+        t.launch(cfg.path(), "");
+        let pid = t.tmux(&["list-panes", "-t", &t.session, "-F", "#{pane_pid}"]);
+        let shell = pid.trim().to_string();
+        // specscope is the shell's child.
+        let out = Command::new("pgrep").args(["-P", &shell]).output().unwrap();
+        let child = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        assert!(!child.is_empty(), "no specscope process under the shell");
+        Command::new("kill")
+            .args([&format!("-{sig}"), &child])
+            .status()
+            .unwrap();
+        let s = t.wait_exit();
+        assert!(
+            s.lines().any(|l| l == format!("EXIT={code}")),
+            "SIG{sig}: {s}"
+        );
+        assert!(
+            !s.contains("┌ chat"),
+            "SIG{sig}: the alternate screen is gone:\n{s}"
+        );
+        t.literal("stty -a | tr ' ' '\\n' | grep -x -e icanon -e echo | tr '\\n' ' '; echo");
+        t.keys(&["Enter"]);
+        t.wait_for("cooked mode restored", |s| s.contains("icanon echo"), true);
+    }
 }

@@ -6,16 +6,17 @@ mod common;
 use std::time::Duration;
 
 use common::fixture_prompts;
+use specscope::engine::events::{Rule, Tally};
 use specscope::engine::{
-    DecodeEvent, DecodeOptions, EngineCommand, EngineHandle, Mode, NullSink, Scheduler, StopReason,
-    Submit, VecSink,
+    Blocks, DecodeEvent, DecodeOptions, EngineCommand, EngineHandle, Mode, NullSink, Preset,
+    Scheduler, StopReason, Submit, VecSink,
 };
+use specscope::trace::{Summary, TraceEvent};
 
 fn opts(mode: Mode, block: usize) -> DecodeOptions {
     DecodeOptions {
         mode,
-        block,
-        adaptive: false,
+        blocks: Blocks::Fixed(block),
         cost_aware: false,
         max_new_tokens: 48,
         ..DecodeOptions::default()
@@ -57,7 +58,7 @@ fn reuse_saves_draft_forwards_and_tpf_is_as_defined() {
     let mut saved = 0;
     for (w, l) in with.iter().zip(&without) {
         assert_eq!(w.tokens, l.tokens);
-        let s = &w.stats;
+        let s = &w.stats.tally;
         assert_eq!(
             s.draft_forwards + s.saved_drafts,
             s.rounds,
@@ -75,20 +76,22 @@ fn reuse_saves_draft_forwards_and_tpf_is_as_defined() {
             / (s.draft_forwards + s.verify_forwards + s.fused_forwards) as f64;
         assert!((s.tpf() - tpf).abs() < 1e-12);
         // LinearSS: exactly two forwards per round.
-        assert_eq!(l.stats.decode_forwards(), 2 * l.stats.rounds);
+        assert_eq!(l.stats.tally.decode_forwards(), 2 * l.stats.tally.rounds);
         saved += s.saved_drafts;
     }
     assert!(saved > 0, "some branch was reused");
     let fwd = |f: &[specscope::engine::Finished]| {
-        f.iter().map(|x| x.stats.decode_forwards()).sum::<usize>()
+        f.iter()
+            .map(|x| x.stats.tally.decode_forwards())
+            .sum::<usize>()
     };
     assert!(fwd(&with) < fwd(&without), "reuse saves forwards overall");
 
     // AR: TPF is exactly 1.
     let mut sched = Scheduler::new(model.clone(), None);
     for f in run_all(&mut sched, &prompts[..3], &opts(Mode::Ar, 1)) {
-        assert_eq!(f.stats.tpf(), 1.0);
-        assert_eq!(f.stats.verify_forwards, f.stats.decode_tokens);
+        assert_eq!(f.stats.tally.tpf(), 1.0);
+        assert_eq!(f.stats.tally.verify_forwards, f.stats.tally.decode_tokens);
     }
 }
 
@@ -98,7 +101,10 @@ fn buckets_batch_requests_into_shared_forwards() {
     let (model, prompts) = fixture_prompts(2);
     let mut sched = Scheduler::new(model, None);
     let finished = run_all(&mut sched, &prompts, &opts(Mode::Linear, 16));
-    let per_request: usize = finished.iter().map(|f| f.stats.decode_forwards()).sum();
+    let per_request: usize = finished
+        .iter()
+        .map(|f| f.stats.tally.decode_forwards())
+        .sum();
     let c = sched.counts();
     let physical = c.draft + c.verify + c.fused;
     assert!(
@@ -196,9 +202,7 @@ fn events_follow_each_round_in_order() {
     };
     let o = DecodeOptions {
         max_new_tokens: 24,
-        cost_aware: false,
-        adaptive: false,
-        block: 8,
+        blocks: Blocks::Fixed(8),
         ..DecodeOptions::default()
     };
     sched
@@ -255,7 +259,7 @@ fn bad_options_and_prompts_are_named() {
         )
         .unwrap_err();
     assert!(err.to_string().contains("block size"), "{err}");
-    o.block = 8;
+    o.blocks = Blocks::Fixed(8);
     let long = vec![20u32; model.config().max_position_embeddings + 1];
     let err = sched
         .submit(
@@ -298,7 +302,7 @@ fn survival_rounds_cover_every_block_size() {
         samples[0].signal.is_none() && samples[1].signal.is_some(),
         "history starts empty"
     );
-    let t = specscope::engine::adaptive::SurvivalTables::estimate(&samples, 2, 1, "test");
+    let t = specscope::engine::policy::SurvivalTables::estimate(&samples, 2, 1, "test");
     assert!(t.value(32, None, None) >= 1.0);
     assert_eq!(t.blocks(), blocks, "every collected B is tabled");
     let err = specscope::engine::survival::collect(&model, &prompts[0], 48, 1, &[1]);
@@ -319,16 +323,15 @@ fn survival_rounds_cover_every_block_size() {
     );
 }
 
-/// With the cost model learning, packed rounds try what the rule did not pick: a run of
-/// AR-step rounds early on (the measured regime, `ar_regime`), and sizes the joint rule
-/// stopped taking (`explore`, as time allows); without learning they never do. Either
-/// way the tokens are AR's.
+/// The throughput preset runs its whole policy whether or not the cost model learns:
+/// packed rounds try AR steps (the measured regime) and sizes the joint rule did not
+/// pick; learning only changes the prices. Either way the tokens are AR's.
 #[test]
-fn learning_rounds_explore_and_fixed_costs_do_not() {
+fn the_throughput_policy_runs_every_rule_and_stays_lossless() {
     let (model, prompts) = fixture_prompts(8);
     let o = DecodeOptions {
         max_new_tokens: 96,
-        ..DecodeOptions::default()
+        ..Preset::Throughput.options()
     };
     let linear = run_all(
         &mut Scheduler::new(model.clone(), None),
@@ -355,31 +358,122 @@ fn learning_rounds_explore_and_fixed_costs_do_not() {
         for (d, l) in done.iter().zip(&linear) {
             assert_eq!(d.tokens, l.tokens, "learning {learn}");
         }
-        let rules: Vec<String> = sink
+        let rules: Vec<Rule> = sink
             .events
             .iter()
             .filter_map(|e| match e {
-                DecodeEvent::BlockChosen { reason, .. } => Some(reason.rule.clone()),
+                DecodeEvent::BlockChosen { reason, .. } => Some(reason.rule),
                 _ => None,
             })
             .collect();
-        let explored = rules
-            .iter()
-            .filter(|r| *r == "explore" || *r == "ar_regime")
-            .count();
-        assert!(rules.iter().any(|r| r == "round"), "{rules:?}");
-        if learn {
-            assert!(
-                rules.iter().any(|r| r == "ar_regime"),
-                "no AR-step trial: {rules:?}"
-            );
-            assert!(
-                sched.cost().source.contains("forwards"),
-                "{}",
-                sched.cost().source
-            );
-        } else {
-            assert_eq!(explored, 0);
+        let mut seen = std::collections::BTreeMap::new();
+        for r in &rules {
+            *seen.entry(*r).or_insert(0) += 1;
         }
+        assert!(seen.contains_key(&Rule::Round), "{seen:?}");
+        assert!(
+            seen.contains_key(&Rule::ArRegime) || seen.contains_key(&Rule::ArTrial),
+            "AR steps never tried: {seen:?}"
+        );
+        assert!(
+            seen.contains_key(&Rule::Explore),
+            "nothing explored: {seen:?}"
+        );
+        assert_eq!(
+            sched.cost().source.contains("forwards"),
+            learn,
+            "{}",
+            sched.cost().source
+        );
+    }
+}
+
+/// The paper preset drafts every round (no AR steps: 1 is not in its sizes) and builds
+/// branch rows on any machine.
+#[test]
+fn the_paper_preset_drafts_and_builds_rows() {
+    let (model, prompts) = fixture_prompts(2);
+    let o = DecodeOptions {
+        max_new_tokens: 64,
+        ..DecodeOptions::default()
+    };
+    let mut sched = Scheduler::new(model, None);
+    for p in &prompts {
+        sched
+            .submit(
+                Submit {
+                    prompt: p.clone(),
+                    options: o.clone(),
+                    family: None,
+                },
+                &mut NullSink,
+            )
+            .unwrap();
+    }
+    let mut sink = VecSink::default();
+    sched.run_to_completion(&mut sink).unwrap();
+    let blocks: Vec<usize> = sink
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            DecodeEvent::BlockChosen { block, .. } => Some(*block),
+            _ => None,
+        })
+        .collect();
+    assert!(!blocks.contains(&1), "no AR steps: {blocks:?}");
+    let built: usize = sink
+        .events
+        .iter()
+        .filter(|e| matches!(e, DecodeEvent::BranchesBuilt { .. }))
+        .count();
+    assert!(
+        built > blocks.len() / 2,
+        "rows in most rounds: {built} of {}",
+        blocks.len()
+    );
+}
+
+/// One fold: the statistics rebuilt from a run's events are the engine's own,
+/// request by request added up.
+#[test]
+fn statistics_from_events_equal_the_engines() {
+    let (model, prompts) = fixture_prompts(3);
+    for o in [
+        DecodeOptions {
+            max_new_tokens: 64,
+            ..DecodeOptions::default()
+        },
+        DecodeOptions {
+            max_new_tokens: 64,
+            ..Preset::Throughput.options()
+        },
+        opts(Mode::Ar, 1),
+    ] {
+        let mut sched = Scheduler::new(model.clone(), None);
+        let mut sink = VecSink::default();
+        for p in &prompts {
+            let s = Submit {
+                prompt: p.clone(),
+                options: o.clone(),
+                family: None,
+            };
+            sched.submit(s, &mut sink).unwrap();
+        }
+        sched.run_to_completion(&mut sink).unwrap();
+        let mut want = Tally::default();
+        for f in sched.take_finished() {
+            want += &f.stats.tally;
+        }
+        // Without the finishing events: the rounds as the events rebuild them.
+        let events: Vec<TraceEvent> = sink
+            .events
+            .iter()
+            .filter(|e| !matches!(e, DecodeEvent::RequestFinished { .. }))
+            .cloned()
+            .map(TraceEvent::from)
+            .collect();
+        assert_eq!(Summary::of(&events).tally, want, "{}", o.label());
+        let all: Vec<TraceEvent> = sink.events.into_iter().map(TraceEvent::from).collect();
+        assert_eq!(Summary::of(&all).tally, want);
     }
 }

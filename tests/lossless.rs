@@ -6,9 +6,11 @@ mod common;
 
 use common::fixture_prompts;
 use specscope::engine::cost::CostModel;
+use specscope::engine::options::THROUGHPUT_BLOCKS;
 use specscope::engine::overlap::RowTable;
 use specscope::engine::{
-    generate_ar, Batching, DecodeOptions, Mode, NullSink, RequestStats, Scheduler, Submit,
+    generate_ar, Batching, Blocks, DecodeOptions, Mode, NullSink, Preset, RequestStats, Scheduler,
+    Submit,
 };
 use specscope::model::Model;
 
@@ -112,12 +114,17 @@ fn decode_with(
     (out, stats)
 }
 
+/// `adaptive`: the widest action space, {1, 4, 8, 16, 32} (AR steps and small drafts
+/// mixed with large ones), else a fixed `block`.
 fn opts(mode: Mode, block: usize, overlap: bool, adaptive: bool) -> DecodeOptions {
     DecodeOptions {
         mode,
-        block,
+        blocks: if adaptive {
+            Blocks::Adaptive(THROUGHPUT_BLOCKS.to_vec())
+        } else {
+            Blocks::Fixed(block)
+        },
         overlap,
-        adaptive,
         cost_aware: false,
         max_new_tokens: MAX_NEW,
         ..DecodeOptions::default()
@@ -149,12 +156,18 @@ fn every_mode_is_lossless() {
             vec![1, 4, 16],
         ));
     }
+    for preset in Preset::ALL {
+        let o = DecodeOptions {
+            max_new_tokens: MAX_NEW,
+            ..preset.options()
+        };
+        configs.push((format!("preset {}", preset.name()), o, vec![1, 4, 16]));
+    }
     for table in [
         RowTable::Multi,
         RowTable::TwoPlusNew,
         RowTable::NoP3,
         RowTable::P1ConditionalNew,
-        RowTable::Likely,
     ] {
         let mut o = opts(Mode::Recguide, 8, true, false);
         o.row_table = table;
@@ -169,11 +182,11 @@ fn every_mode_is_lossless() {
             }
             accepted_drafts += stats
                 .iter()
-                .map(|s| s.decode_tokens.saturating_sub(s.rounds))
+                .map(|s| s.tally.decode_tokens.saturating_sub(s.tally.rounds))
                 .sum::<usize>();
             hits += stats
                 .iter()
-                .flat_map(|s| s.branches.values())
+                .flat_map(|s| s.tally.branches.values())
                 .map(|b| b.hits)
                 .sum::<usize>();
         }
@@ -200,11 +213,11 @@ fn adaptive_small_blocks_and_ar_steps_are_lossless() {
             for (k, (g, w)) in got.iter().zip(&want).enumerate() {
                 assert_eq!(g, w, "C={c} {batching:?}: prompt {k} differs from AR");
             }
-            sizes.extend(stats.iter().flat_map(|s| s.blocks.keys().cloned()));
+            sizes.extend(stats.iter().flat_map(|s| s.tally.blocks.keys().cloned()));
         }
     }
-    for b in ["1", "4"] {
-        assert!(sizes.contains(b), "B = {b} never chosen: {sizes:?}");
+    for b in [1, 4] {
+        assert!(sizes.contains(&b), "B = {b} never chosen: {sizes:?}");
     }
 }
 
@@ -234,8 +247,8 @@ fn packed_rounds_share_forwards_and_match_buckets() {
             by_block_forwards = c.draft + c.verify + c.fused;
         });
     assert_eq!(buckets, want);
-    let sizes: std::collections::BTreeSet<&String> =
-        stats.iter().flat_map(|s| s.blocks.keys()).collect();
+    let sizes: std::collections::BTreeSet<&usize> =
+        stats.iter().flat_map(|s| s.tally.blocks.keys()).collect();
     assert!(
         sizes.len() > 1,
         "the adaptive policy chose one size only: {sizes:?}"
@@ -264,7 +277,12 @@ fn bundled_model_is_lossless() {
     let want = reference(&model, &prompts);
     let mut adaptive = opts(Mode::Recguide, 16, true, true);
     adaptive.cost_aware = true;
+    let paper = DecodeOptions {
+        max_new_tokens: MAX_NEW,
+        ..DecodeOptions::default()
+    };
     for (name, o) in [
+        ("paper preset", paper),
         ("linear B=8", opts(Mode::Linear, 8, false, false)),
         ("linear B=32", opts(Mode::Linear, 32, false, false)),
         (

@@ -16,7 +16,7 @@ use specscope::trace::reader::parse_trace;
 use specscope::trace::{read_trace, Summary, TraceEvent, TraceHeader};
 use specscope::tui::app::{run_live, run_replay, Live, Player, Screen, TermInput, Ui};
 use specscope::tui::keymap::Keymap;
-use specscope::tui::state::{Role, State, UiOptions};
+use specscope::tui::state::{Role, State};
 use specscope::tui::theme::Theme;
 
 fn ui() -> Ui {
@@ -55,17 +55,17 @@ fn wait_for(path: &Path, needle: &str, n: usize) {
     }
 }
 
-fn options(mode: Mode) -> UiOptions {
-    UiOptions {
+fn options(mode: Mode) -> DecodeOptions {
+    DecodeOptions {
         mode,
-        block: 16,
-        overlap: true,
-        adaptive: true,
+        max_new_tokens: 48,
+        ..DecodeOptions::default()
     }
 }
 
 fn transcript(s: &State) -> Vec<(Role, String)> {
-    s.transcript
+    s.chat
+        .transcript
         .iter()
         .map(|t| (t.role, t.text.clone()))
         .collect()
@@ -87,14 +87,9 @@ fn live_session_records_and_replays_identically() {
         handle,
         events,
         tokenizer: tok,
-        base: DecodeOptions {
-            max_new_tokens: 48,
-            ..DecodeOptions::default()
-        },
         context,
         header: TraceHeader::new("bundled:tiny-nld".into(), "cpu".into()),
         record: Some(path.clone()),
-        request_log: None,
     };
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let app = std::thread::spawn(move || {
@@ -106,7 +101,15 @@ fn live_session_records_and_replays_identically() {
         let mut s = State::new("bundled:tiny-nld", "cpu", options(Mode::Recguide));
         rt.block_on(run_live(&mut screen, &mut rx, live, &ui(), &mut s))
             .unwrap();
-        (s, screen.frames)
+        let drawn: String = screen
+            .terminal
+            .backend()
+            .buffer()
+            .content()
+            .iter()
+            .map(|c| c.symbol())
+            .collect();
+        (s, drawn)
     });
     type_line(&tx, "What is 12 plus 7?");
     wait_for(&path, "\"kind\":\"request_finished\"", 1);
@@ -116,8 +119,8 @@ fn live_session_records_and_replays_identically() {
     wait_for(&path, "\"kind\":\"request_finished\"", 2);
     tx.send(key(KeyCode::Char('q'), KeyModifiers::CONTROL))
         .unwrap();
-    let (live_state, frames) = app.join().unwrap();
-    assert!(frames > 2, "the app drew {frames} frames");
+    let (live_state, drawn) = app.join().unwrap();
+    assert!(drawn.contains("history"), "the app drew its panes");
 
     let trace = read_trace(&path).unwrap();
     assert!(trace.warnings.is_empty(), "{:?}", trace.warnings);
@@ -144,15 +147,16 @@ fn live_session_records_and_replays_identically() {
     let from_file = Summary::of(trace.events.iter().map(|e| &e.event));
     let recorded = trace.recorded_summary().expect("session_end line");
     assert_eq!(&from_file, recorded);
-    assert_eq!(s.summary.summary, *recorded);
-    assert_eq!(live_state.summary.summary, *recorded);
+    assert_eq!(s.stats.current, *recorded);
+    assert_eq!(live_state.stats.current, *recorded);
     assert_eq!(recorded.requests, 2);
     assert_eq!(recorded.finished, 2);
-    assert!(recorded.rounds > 4 && recorded.decode_forwards > 0);
+    assert!(recorded.tally.rounds > 4 && recorded.forwards.decode > 0);
     // The rounds the screen walked are the same in the replay (times aside: the file
     // keeps them to the microsecond).
     let untimed = |s: &State| {
         s.rounds
+            .list
             .iter()
             .map(|r| {
                 let mut r = r.clone();
@@ -195,8 +199,8 @@ fn replay_controls_step_and_seek() {
     tx.send(key(KeyCode::Char('q'), KeyModifiers::CONTROL))
         .unwrap();
     let s = app.join().unwrap();
-    assert_eq!(s.summary.summary.rounds, 5, "five steps, +10 −10");
-    assert!(s.replay.is_some());
+    assert_eq!(s.stats.current.tally.rounds, 5, "five steps, +10 −10");
+    assert!(s.replaying());
 
     // Played to the end, the transcript holds every recorded answer.
     let mut s = State::new("demo", "cpu", options(Mode::Recguide));
@@ -210,9 +214,9 @@ fn replay_controls_step_and_seek() {
             _ => None,
         })
         .collect();
-    let last = s.transcript.last().unwrap();
+    let last = s.chat.transcript.last().unwrap();
     assert_eq!(&last.text, finished.last().unwrap());
-    assert_eq!(s.summary.summary, *trace.recorded_summary().unwrap());
+    assert_eq!(s.stats.current, *trace.recorded_summary().unwrap());
 }
 
 fn demo() -> std::path::PathBuf {

@@ -12,9 +12,10 @@ use ratatui::style::{Color, Modifier};
 use ratatui::Terminal;
 
 use specscope::engine::events::{
-    BlockCandidate, BlockReason, BranchView, DecodeEvent, Mode, Origin, PosView, RegimeRates,
-    RequestStats,
+    BlockCandidate, BlockDecision, BranchView, DecodeEvent, Mode, Origin, Phase, PosView,
+    RegimeRates, RequestStats, Rule, Tally,
 };
+use specscope::engine::options::{Blocks, DecodeOptions};
 use specscope::engine::overlap::{BranchKind, BranchOutcome};
 use specscope::engine::StopReason;
 use specscope::trace::{read_trace, SessionEvent, TraceEvent};
@@ -24,16 +25,14 @@ use specscope::tui::input::InputEdit;
 use specscope::tui::keymap::Keymap;
 use specscope::tui::panes::round::{REJECT_GLYPH, RISKY_GLYPH};
 use specscope::tui::render;
-use specscope::tui::state::{update, Effect, Level, Msg, Role, State, TurnStatus, UiOptions};
+use specscope::tui::state::{
+    update, Effect, Level, Msg, ReplayPace, ReplayStatus, Role, State, TurnStatus,
+};
 use specscope::tui::theme::Theme;
 
-fn opts() -> UiOptions {
-    UiOptions {
-        mode: Mode::Recguide,
-        block: 16,
-        overlap: true,
-        adaptive: true,
-    }
+/// The default options (the paper preset).
+fn opts() -> DecodeOptions {
+    DecodeOptions::default()
 }
 
 fn view(m: f32, top: &[(u32, f32)]) -> PosView {
@@ -52,9 +51,9 @@ fn feed(s: &mut State, t: f64, e: impl Into<TraceEvent>) {
 /// One RecGuide round with two risky positions, a reject at position 3, a correction
 /// branch that hits and a continuation that does not.
 /// The adaptive choice of the scripted round: per request, by the ratio rule.
-fn ratio_reason() -> BlockReason {
-    BlockReason {
-        rule: "ratio".into(),
+fn ratio_reason() -> BlockDecision {
+    BlockDecision {
+        rule: Rule::Ratio,
         signal: Some(0.42),
         candidates: vec![
             BlockCandidate {
@@ -75,6 +74,7 @@ fn ratio_reason() -> BlockReason {
         ],
         rate: None,
         measured: None,
+        ar_rate: Some(0.5),
     }
 }
 
@@ -82,7 +82,7 @@ fn scripted() -> State {
     scripted_with(ratio_reason())
 }
 
-fn scripted_with(reason: BlockReason) -> State {
+fn scripted_with(reason: BlockDecision) -> State {
     let mut s = State::new("tiny", "cpu", opts());
     let words = [
         (10, "The"),
@@ -118,7 +118,7 @@ fn scripted_with(reason: BlockReason) -> State {
         DecodeEvent::RequestStarted {
             req: 1,
             mode: Mode::Recguide,
-            block_policy: "adaptive".into(),
+            blocks: Blocks::Adaptive(vec![8, 16, 32]),
             overlap: true,
             prompt_tokens: 12,
             max_new_tokens: 64,
@@ -129,7 +129,7 @@ fn scripted_with(reason: BlockReason) -> State {
         &mut s,
         0.02,
         DecodeEvent::Forward {
-            phase: "prefill".into(),
+            phase: Phase::Prefill,
             rows: 1,
             query_tokens: 12,
             requests: 1,
@@ -171,7 +171,7 @@ fn scripted_with(reason: BlockReason) -> State {
         &mut s,
         0.04,
         DecodeEvent::Forward {
-            phase: "draft".into(),
+            phase: Phase::Draft,
             rows: 1,
             query_tokens: 8,
             requests: 1,
@@ -227,7 +227,7 @@ fn scripted_with(reason: BlockReason) -> State {
         &mut s,
         0.06,
         DecodeEvent::Forward {
-            phase: "fused".into(),
+            phase: Phase::Fused,
             rows: 3,
             query_tokens: 35,
             requests: 1,
@@ -279,9 +279,21 @@ fn scripted_with(reason: BlockReason) -> State {
 
 fn finish(s: &mut State) {
     feed(s, 0.07, DecodeEvent::EngineState { paused: true });
+    // The engine's own count of the request (the summary takes it at the finish).
+    let mut tally = Tally::default();
+    tally.record_commit(1, true);
+    tally.record_round(&specscope::engine::events::RoundTally {
+        block: 8,
+        advance: 3,
+        drafted: true,
+        reused: false,
+        branches: vec![BranchKind::Correction { rank: 1 }, BranchKind::Continuation],
+        branch_tokens: 27,
+        hit: Some(BranchKind::Correction { rank: 1 }),
+    });
+    tally.record_commit(3, false);
     let stats = RequestStats {
-        rounds: 1,
-        new_tokens: 4,
+        tally,
         ..RequestStats::default()
     };
     feed(
@@ -308,20 +320,21 @@ fn finish(s: &mut State) {
 fn reducer_handles_every_event_kind() {
     let mut s = scripted();
     // While streaming.
-    assert_eq!(s.live, vec![1]);
-    assert_eq!(s.transcript.len(), 2);
-    assert_eq!(s.transcript[1].text, "The sum is 91");
-    assert_eq!(s.transcript[1].status, TurnStatus::Streaming);
+    assert_eq!(s.session.live, vec![1]);
+    let tr = &s.chat.transcript;
+    assert_eq!(tr.len(), 2);
+    assert_eq!(tr[1].text, "The sum is 91");
+    assert_eq!(tr[1].status, TurnStatus::Streaming);
     assert_eq!(
-        s.transcript[1].pieces,
+        tr[1].pieces,
         vec![
             ("The".into(), Origin::Prefill),
             (" sum is".into(), Origin::Draft),
             (" 91".into(), Origin::Bonus)
         ]
     );
-    assert_eq!(s.rounds.len(), 1);
-    let r = &s.rounds[0];
+    assert_eq!(s.rounds.list.len(), 1);
+    let r = &s.rounds.list[0];
     assert_eq!(
         (r.block_size, r.block.len(), r.risky.clone()),
         (Some(8), 8, vec![3, 5])
@@ -334,26 +347,34 @@ fn reducer_handles_every_event_kind() {
     ));
     assert_eq!(r.committed, vec![11, 12, 18]);
     assert_eq!(r.advance(), Some(3));
-    let sm = &s.summary.summary;
+    let sm = &s.stats.current;
     assert_eq!(
-        (sm.rounds, sm.decode_forwards, sm.prefill_forwards),
+        (sm.tally.rounds, sm.forwards.decode, sm.forwards.prefill),
         (1, 2, 1)
     );
-    assert_eq!((sm.new_tokens, sm.decode_tokens), (4, 3));
+    assert_eq!((sm.tally.new_tokens, sm.tally.decode_tokens), (4, 3));
     assert_eq!(sm.families["math"].hist, vec![0, 0, 0, 1]);
-    assert_eq!((sm.branches["P1"].built, sm.branches["P1"].hits), (1, 1));
-    assert_eq!((sm.branches["new"].built, sm.branches["new"].hits), (1, 0));
-    assert_eq!(sm.blocks, BTreeMap::from([(8, 1)]));
-    assert_eq!(s.samples.len(), 1);
+    let p1 = &sm.tally.branches[&BranchKind::Correction { rank: 1 }];
+    let new = &sm.tally.branches[&BranchKind::Continuation];
+    assert_eq!((p1.built, p1.hits, new.built, new.hits), (1, 1, 1, 0));
+    assert_eq!(sm.tally.blocks, BTreeMap::from([(8, 1)]));
+    assert_eq!(s.stats.samples.len(), 1);
+    let before = s.stats.current.tally.clone();
 
     finish(&mut s);
-    assert!(s.paused);
-    assert!(s.live.is_empty());
-    assert_eq!(s.transcript[1].status, TurnStatus::Done(StopReason::Eos));
-    let n = s.notice.as_ref().unwrap();
+    assert!(s.status.paused);
+    assert!(s.session.live.is_empty());
+    assert_eq!(
+        s.chat.transcript[1].status,
+        TurnStatus::Done(StopReason::Eos)
+    );
+    let n = s.status.notice.as_ref().unwrap();
     assert_eq!((n.text.as_str(), n.level), ("engine hiccup", Level::Error));
-    assert_eq!(s.summary.summary.finished, 1);
-    assert_eq!(s.summary.summary.errors, 1);
+    assert_eq!(s.status.messages.len(), 1, "errors are kept in full");
+    assert_eq!(s.stats.current.finished, 1);
+    assert_eq!(s.stats.current.errors, 1);
+    // The engine's count at the finish is the same as the one rebuilt from events.
+    assert_eq!(s.stats.current.tally, before);
 
     // A request error marks its answer; clearing empties the chat.
     feed(
@@ -374,13 +395,13 @@ fn reducer_handles_every_event_kind() {
         },
     );
     assert_eq!(
-        s.transcript[3].status,
+        s.chat.transcript[3].status,
         TurnStatus::Failed("too long".into())
     );
     feed(&mut s, 0.2, SessionEvent::ChatCleared);
-    assert!(s.transcript.is_empty());
+    assert!(s.chat.transcript.is_empty());
     // The history stays.
-    assert_eq!(s.rounds.len(), 1);
+    assert_eq!(s.rounds.list.len(), 1);
 }
 
 #[test]
@@ -389,7 +410,7 @@ fn actions_produce_effects_and_walk_rounds() {
     // Busy: a second submit is refused with a notice.
     update(&mut s, Msg::Input(InputEdit::Insert('x')));
     assert!(update(&mut s, Msg::Action(Action::Submit)).is_empty());
-    assert_eq!(s.notice.as_ref().unwrap().level, Level::Warning);
+    assert_eq!(s.status.notice.as_ref().unwrap().level, Level::Warning);
     assert_eq!(
         update(&mut s, Msg::Action(Action::Stop)),
         vec![Effect::Cancel(1)]
@@ -433,26 +454,26 @@ fn actions_produce_effects_and_walk_rounds() {
 
     let mut s = scripted();
     update(&mut s, Msg::Action(Action::PosNext));
-    assert_eq!(s.selected, Some(0));
+    assert_eq!(s.rounds.selected, Some(0));
     update(&mut s, Msg::Action(Action::PosPrev));
-    assert_eq!(s.selected, Some(7));
+    assert_eq!(s.rounds.selected, Some(7));
     update(&mut s, Msg::Action(Action::RoundPrev));
-    assert_eq!(s.view, Some(0));
+    assert_eq!(s.rounds.view, Some(0));
     update(&mut s, Msg::Action(Action::RoundLive));
-    assert_eq!(s.view, None);
+    assert_eq!(s.rounds.view, None);
     match &update(&mut s, Msg::Action(Action::CycleMode))[..] {
         [Effect::SetOptions(o)] => assert_eq!(o.mode, Mode::Ar),
         other => panic!("{other:?}"),
     }
     match &update(&mut s, Msg::Action(Action::BlockLarger))[..] {
         [Effect::SetOptions(o)] => {
-            assert_eq!((o.mode, o.block, o.adaptive), (Mode::Linear, 32, false))
+            assert_eq!((o.mode, o.blocks.clone()), (Mode::Linear, Blocks::Fixed(4)))
         }
         other => panic!("{other:?}"),
     }
     assert_eq!(
         update(&mut s, Msg::Action(Action::Slower)),
-        vec![Effect::SetSpeed(1)]
+        vec![Effect::SetPace(1)]
     );
     assert_eq!(
         update(&mut s, Msg::Action(Action::TogglePause)),
@@ -465,6 +486,192 @@ fn actions_produce_effects_and_walk_rounds() {
     assert!(
         matches!(&update(&mut s, Msg::Action(Action::CopyLast))[..], [Effect::Copy(t)] if t == "The sum is 91")
     );
+}
+
+fn notice(s: &State) -> String {
+    s.status
+        .notice
+        .as_ref()
+        .map(|n| n.text.clone())
+        .unwrap_or_default()
+}
+
+#[test]
+fn key_feedback_says_what_happened() {
+    let mut s = State::new("m", "cpu", opts());
+    // F3 on the adaptive default: adaptive off, said so.
+    update(&mut s, Msg::Action(Action::BlockSmaller));
+    assert!(notice(&s).contains("adaptive off"), "{}", notice(&s));
+    assert_eq!(s.session.options.blocks, Blocks::Fixed(16));
+    // F4 to the largest, then once more: nothing moves, and the notice says why.
+    update(&mut s, Msg::Action(Action::BlockLarger));
+    let fx = update(&mut s, Msg::Action(Action::BlockLarger));
+    assert!(
+        notice(&s).contains("already at the largest"),
+        "{}",
+        notice(&s)
+    );
+    assert!(matches!(&fx[..], [Effect::SetOptions(o)] if o.blocks == Blocks::Fixed(32)));
+    // F2 around the cycle comes back to the starting setup, and says so.
+    let mut s = State::new("m", "cpu", opts());
+    for _ in 0..3 {
+        update(&mut s, Msg::Action(Action::CycleMode));
+    }
+    assert_eq!(s.session.options, opts());
+    assert!(
+        notice(&s).contains("back to the starting setup"),
+        "{}",
+        notice(&s)
+    );
+    // Pace keys at the end of their range.
+    update(&mut s, Msg::Action(Action::Faster));
+    assert!(notice(&s).contains("fastest"), "{}", notice(&s));
+}
+
+#[test]
+fn labels_follow_live_option_changes() {
+    // LinearSS B=16 answering; F4 mid-answer: the request runs at 32 from the next
+    // round, and the chat header and status line say so.
+    let lin = DecodeOptions {
+        mode: Mode::Linear,
+        blocks: Blocks::Fixed(16),
+        ..opts()
+    };
+    let mut s = State::new("m", "cpu", lin);
+    feed(
+        &mut s,
+        0.0,
+        DecodeEvent::RequestStarted {
+            req: 1,
+            mode: Mode::Linear,
+            blocks: Blocks::Fixed(16),
+            overlap: false,
+            prompt_tokens: 3,
+            max_new_tokens: 10,
+            family: None,
+        },
+    );
+    assert_eq!(s.session.label(), "LinearSS fixed 16");
+    update(&mut s, Msg::Action(Action::BlockLarger));
+    assert_eq!(s.session.label(), "LinearSS fixed 32");
+    assert_eq!(s.session.requests[&1].label, "LinearSS fixed 32");
+}
+
+#[test]
+fn regenerate_while_streaming_keeps_the_new_answer_last() {
+    let mut s = scripted();
+    // Ctrl+R mid-answer: the old request is cancelled, the new one answers.
+    let fx = update(&mut s, Msg::Action(Action::Regenerate));
+    assert!(matches!(fx[0], Effect::Cancel(1)));
+    feed(
+        &mut s,
+        0.2,
+        SessionEvent::UserMessage {
+            req: 2,
+            text: "What is 12 plus 7?".into(),
+            regenerate: true,
+        },
+    );
+    feed(
+        &mut s,
+        0.21,
+        DecodeEvent::Committed {
+            req: 2,
+            round: 0,
+            tokens: vec![10],
+            origins: vec![Origin::Prefill],
+            text: "The".into(),
+        },
+    );
+    // The cancelled request's last events arrive after the new answer began.
+    feed(
+        &mut s,
+        0.22,
+        DecodeEvent::RequestFinished {
+            req: 1,
+            stop: StopReason::Cancelled,
+            text: "The sum is 91".into(),
+            stats: RequestStats::default(),
+        },
+    );
+    let roles: Vec<(Role, Option<u64>)> =
+        s.chat.transcript.iter().map(|t| (t.role, t.req)).collect();
+    assert_eq!(
+        roles,
+        vec![(Role::User, Some(2)), (Role::Assistant, Some(2))],
+        "the cancelled answer does not come back above the new one"
+    );
+}
+
+#[test]
+fn a_stopped_answer_takes_the_busy_notice_back() {
+    let mut s = scripted();
+    update(&mut s, Msg::Input(InputEdit::Insert('x')));
+    update(&mut s, Msg::Action(Action::Submit));
+    assert!(notice(&s).contains("still answering"));
+    feed(
+        &mut s,
+        0.3,
+        DecodeEvent::RequestFinished {
+            req: 1,
+            stop: StopReason::Cancelled,
+            text: String::new(),
+            stats: RequestStats::default(),
+        },
+    );
+    assert_eq!(notice(&s), "", "the stale notice is gone");
+}
+
+#[test]
+fn a_round_without_its_draft_yet_does_not_replace_the_last_one() {
+    let mut s = scripted();
+    feed(
+        &mut s,
+        0.5,
+        DecodeEvent::BlockChosen {
+            req: 1,
+            round: 2,
+            block: 16,
+            reason: ratio_reason(),
+        },
+    );
+    // Between the block choice and the draft the pane keeps showing round 1.
+    assert_eq!(s.rounds.shown().map(|r| r.round), Some(1));
+    feed(
+        &mut s,
+        0.51,
+        DecodeEvent::Drafted {
+            req: 1,
+            round: 2,
+            block: vec![18, 14],
+            margins: vec![0.9],
+            risky: vec![],
+            reused: None,
+            detail: vec![],
+        },
+    );
+    assert_eq!(s.rounds.shown().map(|r| r.round), Some(2));
+}
+
+#[test]
+fn a_replay_is_read_only_and_says_how_to_start() {
+    let mut s = State::new("demo (replay)", "cpu", opts());
+    update(
+        &mut s,
+        Msg::Replay(ReplayStatus {
+            file: "x.jsonl".into(),
+            pos: 0,
+            len: 10,
+            playing: false,
+            pace: ReplayPace::RoundsPerSec(3.0),
+        }),
+    );
+    update(&mut s, Msg::Input(InputEdit::Insert('a')));
+    assert!(s.chat.input.is_empty(), "typing does nothing in a replay");
+    let buf = draw(&s, &Theme::dark(), 120, 30);
+    let all = screen_text(&buf);
+    assert!(all.contains("Nothing played yet"), "{all}");
+    assert!(!all.contains("Type a message"), "{all}");
 }
 
 #[test]
@@ -488,11 +695,26 @@ fn scrolling_stops_following_and_ctrl_g_resumes() {
         Msg::ChatArea {
             width: 60,
             height: 10,
+            lines: None,
         },
     );
     update(&mut s, Msg::Action(Action::PageUp));
-    assert!(!s.follow);
-    let top = s.scroll_top;
+    assert!(!s.chat.following());
+    // The app measures the transcript while scrolled back; the reducer bounds the
+    // scroll by it (no drawing code in the reducer).
+    update(
+        &mut s,
+        Msg::ChatArea {
+            width: 60,
+            height: 10,
+            lines: Some(45),
+        },
+    );
+    for _ in 0..20 {
+        update(&mut s, Msg::Action(Action::PageUp));
+    }
+    assert_eq!(s.chat.scroll_back, 35, "at the top, not beyond");
+    let back = s.chat.scroll_back;
     // New text does not move the view while reading.
     feed(
         &mut s,
@@ -505,9 +727,15 @@ fn scrolling_stops_following_and_ctrl_g_resumes() {
             text: "\nmore".into(),
         },
     );
-    assert_eq!(s.scroll_top, top);
+    assert_eq!(s.chat.scroll_back, back);
+    update(&mut s, Msg::Wheel(1));
+    assert_eq!(
+        s.chat.scroll_back,
+        back - 3,
+        "the wheel scrolls three lines"
+    );
     update(&mut s, Msg::Action(Action::FollowBottom));
-    assert!(s.follow);
+    assert!(s.chat.following());
 }
 
 #[test]
@@ -537,6 +765,37 @@ fn keys_type_into_the_input_or_act() {
         key_msg(&s, &km, &k(KeyCode::F(6), KeyModifiers::NONE)),
         Some(Msg::Action(Action::Step))
     ));
+    // Readline keys edit the input.
+    for (c, m, want) in [
+        ('a', KeyModifiers::CONTROL, InputEdit::Home),
+        ('e', KeyModifiers::CONTROL, InputEdit::End),
+        ('u', KeyModifiers::CONTROL, InputEdit::KillToStart),
+        ('k', KeyModifiers::CONTROL, InputEdit::KillToEnd),
+        ('w', KeyModifiers::CONTROL, InputEdit::DeleteWordBack),
+        ('b', KeyModifiers::ALT, InputEdit::WordLeft),
+        ('f', KeyModifiers::ALT, InputEdit::WordRight),
+    ] {
+        match key_msg(&s, &km, &k(KeyCode::Char(c), m)) {
+            Some(Msg::Input(e)) => assert_eq!(e, want, "{c}"),
+            other => panic!("{c}: {other:?}"),
+        }
+    }
+    // Tab puts an example in the box.
+    let mut s =
+        State::new("m", "cpu", opts()).with_intro(vec![], vec!["What is 12 plus 7?".into()]);
+    assert!(matches!(
+        key_msg(&s, &km, &k(KeyCode::Tab, KeyModifiers::NONE)),
+        Some(Msg::Action(Action::Example))
+    ));
+    update(&mut s, Msg::Action(Action::Example));
+    assert_eq!(s.chat.input.text, "What is 12 plus 7?");
+}
+
+fn screen_text(buf: &Buffer) -> String {
+    let a = buf.area;
+    (a.top()..a.bottom())
+        .map(|y| text_at(buf, 0, y, a.width) + "\n")
+        .collect()
 }
 
 fn draw(s: &State, theme: &Theme, w: u16, h: u16) -> Buffer {
@@ -607,7 +866,7 @@ fn check_styles(theme_name: &str) -> Buffer {
     // The correction branch that hit.
     let (hx, hy) = find_text(&buf, "HIT").expect("HIT badge");
     assert_eq!(buf[(hx, hy)].bg, theme.hit.bg.unwrap());
-    let (mx, my) = find_text(&buf, "miss").expect("continuation miss");
+    let (mx, my) = find_text(&buf, "not needed").expect("the continuation, not needed");
     assert_eq!(buf[(mx, my)].fg, theme.miss.fg.unwrap());
     // Accepted drafts and the bonus in the chat, coloured by origin.
     let (ax, ay) = find_text(&buf, "sum").unwrap();
@@ -631,9 +890,9 @@ fn round_pane_styles_in_the_16_colour_theme() {
 }
 
 #[test]
-fn round_choice_shows_its_rate_and_each_gain() {
-    let reason = BlockReason {
-        rule: "round".into(),
+fn round_choice_shows_its_rate_and_each_candidate() {
+    let reason = BlockDecision {
+        rule: Rule::Round,
         rate: Some(1.25),
         candidates: vec![
             BlockCandidate {
@@ -650,20 +909,32 @@ fn round_choice_shows_its_rate_and_each_gain() {
         ..ratio_reason()
     };
     let buf = draw(&scripted_with(reason), &Theme::dark(), 160, 48);
-    let (_, y) = find_text(&buf, "B=8 round").expect("the reason line");
-    // The candidates wrap onto the next line rather than being cut at the border.
-    let lines = text_at(&buf, 0, y, 160) + &text_at(&buf, 0, y + 1, 160);
-    assert!(lines.contains("λ 1.25 tok/ms"), "{lines}");
-    assert!(lines.contains("1: V 1.0 − λ·0.5ms = 0.38"), "{lines}");
-    assert!(lines.contains("8: V 5.0 − λ·2.0ms = 2.50 ◀"), "{lines}");
-    let (x, y) = find_text(&buf, "8: V 5.0").unwrap();
+    let all = screen_text(&buf);
+    let (_, y) =
+        find_text(&buf, "block 8 · best tokens per ms for the round").expect("the reason in words");
+    assert!(
+        !all.contains("λ") && !all.contains("ratio"),
+        "no internal ids: {all}"
+    );
+    let (_, cy) = find_text(
+        &buf,
+        "expected tokens / ms per size (round: 1.25 tokens/ms)",
+    )
+    .unwrap();
+    assert!(cy > y);
+    let line = text_at(&buf, 0, cy, 160) + &text_at(&buf, 0, cy + 1, 160);
+    assert!(
+        line.contains("1: 1.0/0.5") && line.contains("8: 5.0/2.0◀"),
+        "{line}"
+    );
+    let (x, y) = find_text(&buf, "8: 5.0/2.0◀").unwrap();
     assert_eq!(buf[(x, y)].fg, Theme::dark().title.fg.unwrap());
 }
 
 #[test]
 fn an_ar_regime_step_shows_the_measured_rates() {
-    let reason = BlockReason {
-        rule: "ar_regime".into(),
+    let reason = BlockDecision {
+        rule: Rule::ArRegime,
         candidates: Vec::new(),
         measured: Some(RegimeRates {
             draft: Some(0.78),
@@ -673,17 +944,16 @@ fn an_ar_regime_step_shows_the_measured_rates() {
     };
     // The scripted round drafted 8; an AR step's reason reads the same whatever B.
     let buf = draw(&scripted_with(reason.clone()), &Theme::dark(), 160, 48);
-    let (x, y) = find_text(&buf, "ar_regime").expect("the reason line");
-    let line = text_at(&buf, 0, y, 160);
+    let (x, y) = find_text(&buf, "AR step (measured regime)").expect("the reason line");
+    let all = screen_text(&buf);
     assert!(
-        line.contains("measured tok/ms: AR steps 0.93 · drafting 0.78"),
-        "{line}"
+        all.contains("measured tokens/ms here: AR steps 0.93 · drafting 0.78"),
+        "{all}"
     );
-    assert!(!line.contains('λ'), "{line}");
     assert_eq!(buf[(x, y)].fg, Theme::dark().text.fg.unwrap());
     // Not measured yet: a dash.
-    let trial = BlockReason {
-        rule: "ar_trial".into(),
+    let trial = BlockDecision {
+        rule: Rule::ArTrial,
         measured: Some(RegimeRates {
             draft: Some(0.78),
             ar: None,
@@ -691,8 +961,7 @@ fn an_ar_regime_step_shows_the_measured_rates() {
         ..reason
     };
     let buf = draw(&scripted_with(trial), &Theme::dark(), 160, 48);
-    let (_, y) = find_text(&buf, "ar_trial").unwrap();
-    assert!(text_at(&buf, 0, y, 160).contains("AR steps — · drafting 0.78"));
+    assert!(screen_text(&buf).contains("AR steps — · drafting 0.78"));
 }
 
 #[test]
@@ -701,7 +970,7 @@ fn inspector_shows_draft_and_verifier_top_k() {
     for _ in 0..4 {
         update(&mut s, Msg::Action(Action::PosNext));
     }
-    assert_eq!(s.selected, Some(3));
+    assert_eq!(s.rounds.selected, Some(3));
     let buf = draw(&s, &Theme::dark(), 160, 48);
     let (_, y) = find_text(&buf, "draft top-k").unwrap();
     let line = text_at(&buf, 0, y, 160);
@@ -746,21 +1015,202 @@ fn demo_recording_replays_through_the_reducer() {
     }
     assert!(frames > 50);
     let answers: Vec<String> = s
+        .chat
         .transcript
         .iter()
         .filter(|t| t.role == Role::Assistant)
         .map(|t| t.text.clone())
         .collect();
     assert_eq!(answers, finished);
-    assert_eq!(&s.summary.summary, trace.recorded_summary().unwrap());
-    let sm = &s.summary.summary;
+    assert_eq!(&s.stats.current, trace.recorded_summary().unwrap());
+    let sm = &s.stats.current;
     assert_eq!(sm.families.len(), 3, "math, code and qa");
     assert!(
-        sm.branches.values().any(|c| c.hits > 0),
+        sm.tally.branches.values().any(|c| c.hits > 0),
         "the demo shows branch hits"
     );
     assert!(
-        s.rounds.iter().any(|r| r.reused.is_some()),
+        s.rounds.list.iter().any(|r| r.reused.is_some()),
         "and reused blocks"
     );
+}
+
+/// A live default-configuration round at a size: the draft row and the verdict are on
+/// screen, and the status line keeps its markers.
+fn default_round_at(w: u16, h: u16) -> Buffer {
+    let mut s = scripted();
+    update(&mut s, Msg::Recording(Some("x.jsonl".into())));
+    s.status.pace = 2;
+    s.status.paused = true;
+    draw(&s, &Theme::dark(), w, h)
+}
+
+#[test]
+fn at_80x24_the_draft_and_verdict_show_and_the_markers_stay() {
+    let buf = default_round_at(80, 24);
+    let all = screen_text(&buf);
+    // The draft row: the seed, the tokens, the risky glyph on a margin.
+    assert!(all.contains("seed"), "{all}");
+    assert!(find(&buf, RISKY_GLYPH).len() >= 2, "{all}");
+    assert!(all.contains("first reject at 3"), "{all}");
+    // The status line (last row) keeps the markers at 80 columns.
+    let status = text_at(&buf, 0, 23, 80);
+    for m in ["● REC", "⏸", "slow 300ms", "help"] {
+        assert!(status.contains(m), "{m} missing: {status}");
+    }
+    insta::assert_snapshot!("screen_80x24", format!("{buf:?}"));
+}
+
+#[test]
+fn at_120x30_the_round_shows_whole() {
+    let buf = default_round_at(120, 30);
+    let all = screen_text(&buf);
+    assert!(
+        all.contains("seed") && all.contains("first reject at 3"),
+        "{all}"
+    );
+    assert!(all.contains("HIT"), "{all}");
+    insta::assert_snapshot!("screen_120x30", format!("{buf:?}"));
+}
+
+#[test]
+fn a_long_notice_is_cut_in_the_middle_not_the_markers() {
+    let mut s = scripted();
+    update(&mut s, Msg::Recording(Some("x.jsonl".into())));
+    update(
+        &mut s,
+        Msg::Notice {
+            text: "/home/someone/.config/specscope/themes/mine.toml:3: unknown role `sparkly`; using the built-in theme".into(),
+            level: Level::Warning,
+        },
+    );
+    let buf = draw(&s, &Theme::dark(), 80, 24);
+    let status = text_at(&buf, 0, 23, 80);
+    assert!(status.contains("● REC") && status.contains("…"), "{status}");
+    assert!(
+        status.contains("theme"),
+        "the end of the message shows: {status}"
+    );
+}
+
+#[test]
+fn the_history_pane_draws_at_20_rows() {
+    let buf = draw(&scripted(), &Theme::dark(), 80, 20);
+    let all = screen_text(&buf);
+    assert!(all.contains("history"), "{all}");
+    assert!(all.contains("accept"), "the bars' label: {all}");
+}
+
+#[test]
+fn the_verdict_wraps_instead_of_being_cut() {
+    let buf = draw(&scripted(), &Theme::dark(), 80, 30);
+    let all = screen_text(&buf);
+    assert!(all.contains("verifier says"), "{all}");
+    assert!(
+        all.contains("→ 3 tokens"),
+        "the end of the verdict shows: {all}"
+    );
+}
+
+#[test]
+fn help_pages_explain_keys_terms_and_messages() {
+    let mut s = scripted();
+    update(
+        &mut s,
+        Msg::Notice {
+            text: "keymap.toml:2: unknown action `fly`".into(),
+            level: Level::Warning,
+        },
+    );
+    update(&mut s, Msg::Action(Action::Help));
+    let buf = draw(&s, &Theme::dark(), 80, 24);
+    let all = screen_text(&buf);
+    assert!(
+        all.contains("Esc closes") && all.contains("Rebind in"),
+        "the footer shows at 80x24: {all}"
+    );
+    update(&mut s, Msg::HelpPage(1));
+    let all = screen_text(&draw(&s, &Theme::dark(), 120, 40));
+    for term in [
+        "margin",
+        "bonus",
+        "P1 P2 P3",
+        "TPF",
+        "cold start",
+        "AR step",
+    ] {
+        assert!(all.contains(term), "{term}: {all}");
+    }
+    update(&mut s, Msg::HelpPage(1));
+    let all = screen_text(&draw(&s, &Theme::dark(), 120, 40));
+    assert!(all.contains("unknown action `fly`"), "{all}");
+}
+
+#[test]
+fn code_and_lists_in_answers_render_as_blocks() {
+    let mut s = State::new("m", "cpu", opts());
+    feed(
+        &mut s,
+        0.0,
+        SessionEvent::UserMessage {
+            req: 1,
+            text: "code".into(),
+            regenerate: false,
+        },
+    );
+    feed(
+        &mut s,
+        0.1,
+        DecodeEvent::Committed {
+            req: 1,
+            round: 1,
+            tokens: vec![1],
+            origins: vec![Origin::Draft],
+            text: "Here:\n```python\ndef f(xs):\n    return xs\n```\n1. first item that is long enough to wrap around the chat pane's width\n".into(),
+        },
+    );
+    let theme = Theme::dark();
+    let buf = draw(&s, &theme, 100, 30);
+    let (x, y) = find_text(&buf, "def f(xs):").unwrap();
+    assert_eq!(
+        buf[(x, y)].fg,
+        theme.code.fg.unwrap(),
+        "code in the code style"
+    );
+    let (_, y) = find_text(&buf, "    return xs").expect("indentation kept");
+    let (lx, ly) = find_text(&buf, "1. first item").unwrap();
+    // The item's next line hangs under its text, not under the number.
+    let next = text_at(&buf, lx, ly + 1, 4);
+    assert!(
+        next.starts_with("   ") && !next.ends_with(' '),
+        "hanging indent: {next:?}"
+    );
+    let _ = y;
+}
+
+#[test]
+fn the_empty_chat_introduces_the_model() {
+    let s = State::new("bundled:tiny-nld", "cpu", opts()).with_intro(
+        vec!["The bundled drill model: 4.2M parameters.".into()],
+        vec!["What is 12 plus 7?".into()],
+    );
+    let all = screen_text(&draw(&s, &Theme::dark(), 120, 30));
+    assert!(all.contains("drill model: 4.2M"), "{all}");
+    assert!(
+        all.contains("What is 12 plus 7?") && all.contains("Tab"),
+        "{all}"
+    );
+    assert!(
+        all.contains("bundled drill model (tiny-nld)"),
+        "the status names it: {all}"
+    );
+}
+
+#[test]
+fn the_light_theme_paints_its_own_background() {
+    let theme = Theme::builtin("light").unwrap();
+    let buf = draw(&scripted(), &theme, 100, 30);
+    let bg = theme.background.bg.unwrap();
+    let painted = buf.content().iter().filter(|c| c.bg == bg).count();
+    assert!(painted > buf.content().len() / 2, "{painted} cells");
 }

@@ -7,7 +7,9 @@ use anyhow::Result;
 use serde::Serialize;
 
 use super::prompts::BenchPrompt;
-use crate::engine::{generate_ar, DecodeEvent, DecodeOptions, Mode, Scheduler, Submit, VecSink};
+use crate::engine::{
+    generate_ar, Blocks, DecodeEvent, DecodeOptions, Mode, Scheduler, Submit, VecSink,
+};
 use crate::model::{Model, TextTokenizer};
 
 /// AR greedy answers.
@@ -21,6 +23,53 @@ pub struct ArReport {
     /// Math prompts whose last "Answer: N" line is right.
     pub math_exact: usize,
     pub math_total: usize,
+    /// Answer quality per family and per `family/task`.
+    pub quality: BTreeMap<String, Quality>,
+}
+
+/// How well answers follow their prompts.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Quality {
+    pub prompts: usize,
+    /// Prompts with strings a faithful answer contains (`expect`).
+    pub with_expect: usize,
+    /// Of those, answers containing every one (the prompt's names, numbers, list…).
+    pub faithful: usize,
+    /// Prompts with a known answer.
+    pub with_answer: usize,
+    /// Of those, answers that are right.
+    pub right: usize,
+}
+
+impl Quality {
+    fn add(&mut self, faithful: Option<bool>, right: Option<bool>) {
+        self.prompts += 1;
+        if let Some(f) = faithful {
+            self.with_expect += 1;
+            self.faithful += f as usize;
+        }
+        if let Some(r) = right {
+            self.with_answer += 1;
+            self.right += r as usize;
+        }
+    }
+}
+
+/// Whether an answer is right: the `Answer:` line for math and arithmetic, else the
+/// expected string anywhere in the text.
+pub fn answer_right(p: &BenchPrompt, text: &str) -> Option<bool> {
+    let want = p.answer.as_ref()?;
+    let by_line = p.family == "math" || p.task.as_deref() == Some("arithmetic");
+    Some(if by_line {
+        final_answer(text).as_ref() == Some(want)
+    } else {
+        text.contains(want.as_str())
+    })
+}
+
+/// Whether an answer contains every string of the prompt's `expect`.
+pub fn answer_faithful(p: &BenchPrompt, text: &str) -> Option<bool> {
+    (!p.expect.is_empty()).then(|| p.expect.iter().all(|x| text.contains(x.as_str())))
 }
 
 /// LinearSS rounds at one block size.
@@ -36,7 +85,7 @@ pub struct BlockReport {
     pub fail_within_7: f64,
     /// At the first rejection, the verifier's token is the draft's second choice.
     pub second_choice_right: f64,
-    /// At the first rejection, the draft margin is below 0.5 (the risk flag).
+    /// At the first rejection, the draft margin is below the risk threshold.
     pub low_margin_at_reject: f64,
     /// Of positions flagged risky, the share that are the first rejection.
     pub risky_precision: f64,
@@ -70,6 +119,7 @@ pub fn evaluate(
     prompts: &[BenchPrompt],
     blocks: &[usize],
     max_new_tokens: usize,
+    risk_threshold: f32,
     mut progress: impl FnMut(&str),
 ) -> Result<AcceptanceReport> {
     let eos = model.config().eos_token_ids();
@@ -90,12 +140,18 @@ pub fn evaluate(
         if g.tokens.last().is_some_and(|t| eos.contains(t)) {
             rep.ar.ended_with_eos += 1;
         }
+        let text = tok.decode(&g.tokens)?;
+        let (faithful, right) = (answer_faithful(p, &text), answer_right(p, &text));
         if p.family == "math" {
             rep.ar.math_total += 1;
-            let text = tok.decode(&g.tokens)?;
-            if final_answer(&text).is_some() && final_answer(&text) == p.answer {
-                rep.ar.math_exact += 1;
-            }
+            rep.ar.math_exact += usize::from(right == Some(true));
+        }
+        let q = &mut rep.ar.quality;
+        q.entry(p.family.clone()).or_default().add(faithful, right);
+        if let Some(task) = &p.task {
+            q.entry(format!("{}/{task}", p.family))
+                .or_default()
+                .add(faithful, right);
         }
         ar_out.push(g.tokens);
     }
@@ -124,8 +180,9 @@ pub fn evaluate(
             };
             let o = DecodeOptions {
                 mode: Mode::Linear,
-                block: b,
+                blocks: Blocks::Fixed(b),
                 max_new_tokens,
+                risk_threshold,
                 ..DecodeOptions::default()
             };
             sched.submit(
@@ -181,7 +238,7 @@ pub fn evaluate(
                                 {
                                     second += 1;
                                 }
-                                if pos.margin < 0.5 {
+                                if pos.margin < risk_threshold {
                                     low += 1;
                                 }
                                 if risky_pos.contains(q) {

@@ -4,22 +4,31 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::model::{ChatMessage, TextTokenizer};
 
-/// One line of a prompt file.
-#[derive(Debug, Clone, Deserialize)]
+/// One line of a prompt file: the corpus writes them (`specscope train`), bench, eval
+/// and survival read them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PromptRecord {
-    pub prompt: String,
     #[serde(default = "other")]
     pub family: String,
+    /// What kind of request it is (`word_problem`, `reverse`, `greeting`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
+    /// The last user message (what `specscope run --prompt` would get).
+    pub prompt: String,
     /// Earlier turns of a multi-turn prompt.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<ChatMessage>,
-    /// The expected final answer, when known (math).
-    #[serde(default)]
+    /// The expected answer, when known: the `Answer:` line's value (math, arithmetic),
+    /// else a string a right answer contains.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer: Option<String>,
+    /// Strings a faithful answer contains (the prompt's names, numbers, list, words).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expect: Vec<String>,
 }
 
 fn other() -> String {
@@ -38,8 +47,10 @@ impl PromptRecord {
 #[derive(Debug, Clone)]
 pub struct BenchPrompt {
     pub family: String,
+    pub task: Option<String>,
     pub tokens: Vec<u32>,
     pub answer: Option<String>,
+    pub expect: Vec<String>,
 }
 
 /// Reads a JSONL prompt file (`{"prompt": ..., "family": ..., "history": [...]}` per line;
@@ -97,8 +108,10 @@ pub fn encode(
         .map(|r| {
             Ok(BenchPrompt {
                 family: r.family.clone(),
+                task: r.task.clone(),
                 tokens: tok.encode_chat(&r.messages(), false)?,
                 answer: r.answer.clone(),
+                expect: r.expect.clone(),
             })
         })
         .collect()
@@ -116,8 +129,10 @@ mod tests {
             .map(|(i, f)| PromptRecord {
                 prompt: format!("{f}{i}"),
                 family: f.to_string(),
+                task: None,
                 history: Vec::new(),
                 answer: None,
+                expect: Vec::new(),
             })
             .collect();
         let names = |skip, limit| -> Vec<String> {

@@ -3,16 +3,77 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use anyhow::{bail, Result};
-use serde::Serialize;
+use anyhow::{anyhow, Result};
+use serde::{Deserialize, Serialize};
 
 use super::prompts::BenchPrompt;
-use crate::engine::adaptive::{SurvivalTables, REFERENCE_BLOCKS};
 use crate::engine::cost::CostModel;
-use crate::engine::events::BranchCount;
+use crate::engine::events::{add_hist, ratio, Tally};
+use crate::engine::options::{Blocks, DecodeOptions, Preset};
 use crate::engine::overlap::RowTable;
-use crate::engine::{Batching, DecodeOptions, Mode, NullSink, Scheduler, Submit};
+use crate::engine::policy::SurvivalTables;
+use crate::engine::{Batching, Mode, NullSink, Scheduler, Submit};
 use crate::model::Model;
+
+/// The configurations a sweep can run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Config {
+    /// AR greedy: the reference output and speed.
+    Ar,
+    /// LinearSS at each of the sweep's block sizes.
+    Linear,
+    /// RecGuide, the paper preset (adaptive {8, 16, 32}, every branch row).
+    Recguide,
+    /// RecGuide, the throughput preset (AR steps, cost-gated rows, measured regime).
+    RecguideThroughput,
+    /// The paper preset with the reference's buckets: one forward per block size.
+    RecguideBuckets,
+    /// Overlap at each of the sweep's fixed block sizes (adaptive off).
+    RecguideFixed,
+    /// Adaptive block size only (overlap off).
+    RecguideAdaptive,
+}
+
+impl Config {
+    pub const ALL: [Config; 7] = [
+        Config::Ar,
+        Config::Linear,
+        Config::Recguide,
+        Config::RecguideThroughput,
+        Config::RecguideBuckets,
+        Config::RecguideFixed,
+        Config::RecguideAdaptive,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Config::Ar => "ar",
+            Config::Linear => "linear",
+            Config::Recguide => "recguide",
+            Config::RecguideThroughput => "recguide-throughput",
+            Config::RecguideBuckets => "recguide-buckets",
+            Config::RecguideFixed => "recguide-fixed",
+            Config::RecguideAdaptive => "recguide-adaptive",
+        }
+    }
+}
+
+impl std::str::FromStr for Config {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Config::ALL
+            .into_iter()
+            .find(|c| c.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Config::ALL.iter().map(|c| c.name()).collect();
+                format!(
+                    "unknown configuration '{s}' (expected {})",
+                    names.join(", ")
+                )
+            })
+    }
+}
 
 /// A named decoding configuration.
 #[derive(Debug, Clone, Serialize)]
@@ -23,28 +84,22 @@ pub struct BenchConfig {
     pub batching: Batching,
 }
 
-/// Expands mode names into configurations. Modes: `ar`, `linear` (one per block size),
-/// `recguide` (adaptive + overlap, cost-aware), `recguide-buckets` (the same with the
-/// reference's one-forward-per-block-size buckets), `recguide-nocost` (adaptive +
-/// overlap, every branch row), `recguide-fixed` (overlap at each fixed block size,
-/// every branch row), `recguide-adaptive` (adaptive block size only),
-/// `recguide-reference` (as `recguide`, with the reference's action space {8, 16, 32}
-/// instead of `adaptive_blocks`, by default {1, 4, 8, 16, 32}). Each RecGuide
-/// configuration with branch rows runs once per row table in `tables` (named with the
-/// table when it is not the default).
+/// The configurations of a sweep: `kinds` expanded over the fixed block sizes
+/// `blocks` (LinearSS, RecGuide fixed) and, for RecGuide with branch rows, the row
+/// `tables` (named with the table when it is not the default). `base` gives what every
+/// configuration shares (token budget, risk threshold, sampling).
 pub fn configs(
-    modes: &[String],
+    kinds: &[Config],
     blocks: &[usize],
     tables: &[RowTable],
-    adaptive_blocks: &[usize],
-    max_new_tokens: usize,
+    base: &DecodeOptions,
 ) -> Result<Vec<BenchConfig>> {
-    let base = DecodeOptions {
-        max_new_tokens,
-        adaptive_blocks: adaptive_blocks.to_vec(),
-        ..DecodeOptions::default()
+    let with = |preset: Preset| DecodeOptions {
+        max_new_tokens: base.max_new_tokens,
+        risk_threshold: base.risk_threshold,
+        sampling: base.sampling,
+        ..preset.options()
     };
-    base.validate()?;
     let packed = |name: String, options: DecodeOptions| BenchConfig {
         name,
         options,
@@ -65,55 +120,65 @@ pub fn configs(
             batching,
         })
     };
+    let paper = with(Preset::Paper);
     let mut out = Vec::new();
-    for m in modes {
-        match m.as_str() {
-            "ar" => out.push(packed(
+    for k in kinds {
+        match k {
+            Config::Ar => out.push(packed(
                 "ar".into(),
-                DecodeOptions { mode: Mode::Ar, block: 1, ..base.clone() },
+                DecodeOptions {
+                    mode: Mode::Ar,
+                    ..paper.clone()
+                },
             )),
-            "linear" => {
+            Config::Linear => {
                 for &b in blocks {
-                    if b == 0 {
-                        bail!("block size must be at least 1 (got 0)");
-                    }
                     out.push(packed(
                         format!("linear B={b}"),
-                        DecodeOptions { mode: Mode::Linear, block: b, ..base.clone() },
+                        DecodeOptions {
+                            mode: Mode::Linear,
+                            blocks: Blocks::Fixed(b),
+                            ..paper.clone()
+                        },
                     ));
                 }
             }
-            "recguide" => out.extend(per_table("recguide", base.clone(), Batching::Packed)),
-            "recguide-reference" => out.extend(per_table(
-                "recguide reference-B",
-                DecodeOptions { adaptive_blocks: REFERENCE_BLOCKS.to_vec(), ..base.clone() },
+            Config::Recguide => out.extend(per_table("recguide", paper.clone(), Batching::Packed)),
+            Config::RecguideThroughput => out.extend(per_table(
+                "recguide throughput",
+                with(Preset::Throughput),
                 Batching::Packed,
             )),
-            "recguide-buckets" => {
-                out.extend(per_table("recguide buckets", base.clone(), Batching::ByBlock))
-            }
-            "recguide-nocost" => out.extend(per_table(
-                "recguide no-cost",
-                DecodeOptions { cost_aware: false, ..base.clone() },
-                Batching::Packed,
+            Config::RecguideBuckets => out.extend(per_table(
+                "recguide buckets",
+                paper.clone(),
+                Batching::ByBlock,
             )),
-            "recguide-adaptive" => out.push(packed(
+            Config::RecguideAdaptive => out.push(packed(
                 "recguide adaptive-only".into(),
-                DecodeOptions { overlap: false, ..base.clone() },
+                DecodeOptions {
+                    overlap: false,
+                    ..paper.clone()
+                },
             )),
-            "recguide-fixed" => {
+            Config::RecguideFixed => {
                 for &b in blocks {
                     out.extend(per_table(
                         &format!("recguide overlap B={b}"),
-                        DecodeOptions { adaptive: false, cost_aware: false, block: b, ..base.clone() },
+                        DecodeOptions {
+                            blocks: Blocks::Fixed(b),
+                            ..paper.clone()
+                        },
                         Batching::Packed,
                     ));
                 }
             }
-            other => bail!(
-                "unknown mode '{other}' (expected ar, linear, recguide, recguide-buckets, recguide-nocost, recguide-fixed, recguide-adaptive, recguide-reference)"
-            ),
         }
+    }
+    for c in &out {
+        c.options
+            .validate()
+            .map_err(|e| anyhow!("configuration {}: {e}", c.name))?;
     }
     Ok(out)
 }
@@ -124,10 +189,9 @@ pub struct BenchResult {
     pub config: String,
     pub concurrency: usize,
     pub requests: usize,
-    pub new_tokens: usize,
-    pub decode_tokens: usize,
-    /// Σ over requests of the decode forwards each took part in.
-    pub decode_forwards: usize,
+    /// Every request's rounds, forwards and tokens added up (decode forwards counted
+    /// per request: a forward shared by many counts for each).
+    pub tally: Tally,
     /// Physical forwards (one shared by many requests counts once).
     pub physical_forwards: usize,
     pub wall_secs: f64,
@@ -138,9 +202,6 @@ pub struct BenchResult {
     /// Mean over requests of new tokens / that request's time.
     pub tokens_per_sec_per_request: f64,
     pub accept_hist_by_family: BTreeMap<String, Vec<usize>>,
-    pub branches: BTreeMap<String, BranchCount>,
-    pub saved_drafts: usize,
-    pub blocks: BTreeMap<String, usize>,
     /// Tokens/s of each timed pass (`--repeats`), in pass order.
     pub pass_tokens_per_sec: Vec<f64>,
     /// Same tokens as AR for every prompt (when AR ran in the sweep).
@@ -163,7 +224,7 @@ pub fn run_config(
     let mut outputs = vec![Vec::new(); prompts.len()];
     let mut ids: Vec<u64> = Vec::new();
     let mut r = BenchResult::empty(&cfg.name, concurrency, prompts.len());
-    let (mut rounds, mut advanced, mut per_req_tps) = (0usize, 0usize, 0f64);
+    let mut per_req_tps = 0f64;
     let start = Instant::now();
     let mut next = 0;
     while next < prompts.len() || sched.active() > 0 {
@@ -180,46 +241,23 @@ pub fn run_config(
         sched.step(&mut NullSink)?;
         for f in sched.take_finished() {
             let k = ids.iter().position(|&id| id == f.id).unwrap_or(0);
-            let st = &f.stats;
-            r.new_tokens += st.new_tokens;
-            r.decode_tokens += st.decode_tokens;
-            r.decode_forwards += st.decode_forwards();
-            r.saved_drafts += st.saved_drafts;
-            rounds += st.rounds;
-            advanced += st
-                .accept_hist
-                .iter()
-                .enumerate()
-                .map(|(a, n)| a * n)
-                .sum::<usize>();
-            per_req_tps += st.tokens_per_sec();
-            let hist = r
-                .accept_hist_by_family
-                .entry(prompts[k].family.clone())
-                .or_default();
-            if hist.len() < st.accept_hist.len() {
-                hist.resize(st.accept_hist.len(), 0);
-            }
-            for (a, n) in st.accept_hist.iter().enumerate() {
-                hist[a] += n;
-            }
-            for (kind, c) in &st.branches {
-                let e = r.branches.entry(kind.clone()).or_default();
-                e.built += c.built;
-                e.hits += c.hits;
-            }
-            for (b, n) in &st.blocks {
-                *r.blocks.entry(b.clone()).or_default() += n;
-            }
+            r.tally += &f.stats.tally;
+            per_req_tps += f.stats.tokens_per_sec();
+            add_hist(
+                r.accept_hist_by_family
+                    .entry(prompts[k].family.clone())
+                    .or_default(),
+                &f.stats.tally.accept_hist,
+            );
             outputs[k] = f.tokens;
         }
     }
     r.wall_secs = start.elapsed().as_secs_f64();
     let c = sched.counts();
     r.physical_forwards = c.draft + c.verify + c.fused;
-    r.tpf = ratio(r.decode_tokens as f64, r.decode_forwards as f64);
-    r.mean_accept = ratio(advanced as f64, rounds as f64);
-    r.tokens_per_sec = ratio(r.new_tokens as f64, r.wall_secs);
+    r.tpf = r.tally.tpf();
+    r.mean_accept = r.tally.mean_accept();
+    r.tokens_per_sec = ratio(r.tally.new_tokens as f64, r.wall_secs);
     r.tokens_per_sec_per_request = ratio(per_req_tps, prompts.len() as f64);
     r.pass_tokens_per_sec = vec![r.tokens_per_sec];
     Ok((r, outputs))
@@ -232,9 +270,7 @@ impl BenchResult {
             config: config.to_string(),
             concurrency,
             requests,
-            new_tokens: 0,
-            decode_tokens: 0,
-            decode_forwards: 0,
+            tally: Tally::default(),
             physical_forwards: 0,
             wall_secs: 0.0,
             tpf: 0.0,
@@ -242,9 +278,6 @@ impl BenchResult {
             tokens_per_sec: 0.0,
             tokens_per_sec_per_request: 0.0,
             accept_hist_by_family: BTreeMap::new(),
-            branches: BTreeMap::new(),
-            saved_drafts: 0,
-            blocks: BTreeMap::new(),
             pass_tokens_per_sec: Vec::new(),
             identical_to_ar: None,
         }
@@ -256,7 +289,7 @@ impl BenchResult {
     pub fn add_repeat(&mut self, other: &BenchResult, runs_before: usize) {
         let n = runs_before as f64;
         self.wall_secs += other.wall_secs;
-        self.tokens_per_sec = ratio((n + 1.0) * self.new_tokens as f64, self.wall_secs);
+        self.tokens_per_sec = ratio((n + 1.0) * self.tally.new_tokens as f64, self.wall_secs);
         self.tokens_per_sec_per_request =
             (self.tokens_per_sec_per_request * n + other.tokens_per_sec_per_request) / (n + 1.0);
         self.pass_tokens_per_sec
@@ -310,14 +343,6 @@ pub fn pass_spread(results: &[BenchResult]) -> String {
     s
 }
 
-fn ratio(a: f64, b: f64) -> f64 {
-    if b > 0.0 {
-        a / b
-    } else {
-        0.0
-    }
-}
-
 /// The summary table: per concurrency, physical forwards (`fwds`: decode forwards run,
 /// however many requests shared each), speed-ups versus AR and versus the best fixed
 /// LinearSS (by tokens/s) at that concurrency.
@@ -355,6 +380,7 @@ pub fn table(results: &[BenchResult]) -> String {
         let l32 = at.iter().find(|r| r.config == "linear B=32").map(|r| r.tpf);
         for r in at {
             let hits: (usize, usize) = r
+                .tally
                 .branches
                 .values()
                 .fold((0, 0), |(b, h), c| (b + c.built, h + c.hits));
@@ -392,23 +418,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_action_space_reaches_recguide_but_not_the_reference() {
-        let modes = ["ar", "recguide", "recguide-reference"].map(String::from);
-        let cfgs = configs(&modes, &[8], &[RowTable::default()], &[1, 4], 64).unwrap();
-        let blocks: Vec<(&str, &[usize])> = cfgs
+    fn configurations_are_typed_and_named() {
+        let kinds: Vec<Config> = ["ar", "linear", "recguide", "recguide-throughput"]
             .iter()
-            .map(|c| (c.name.as_str(), c.options.adaptive_blocks.as_slice()))
+            .map(|k| k.parse().unwrap())
             .collect();
+        let base = DecodeOptions::default();
+        let cfgs = configs(&kinds, &[8, 16], &[RowTable::default()], &base).unwrap();
+        let names: Vec<&str> = cfgs.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(
-            blocks,
+            names,
             [
-                ("ar", &[1, 4][..]),
-                ("recguide", &[1, 4][..]),
-                ("recguide reference-B", &REFERENCE_BLOCKS[..]),
+                "ar",
+                "linear B=8",
+                "linear B=16",
+                "recguide",
+                "recguide throughput"
             ]
         );
-        let err = configs(&modes, &[8], &[RowTable::default()], &[], 64).unwrap_err();
-        assert!(err.to_string().contains("adaptive block sizes"), "{err}");
+        assert_eq!(cfgs[3].options.preset(), Some(Preset::Paper));
+        assert_eq!(cfgs[4].options.preset(), Some(Preset::Throughput));
+        let err = "warp".parse::<Config>().unwrap_err();
+        assert!(err.contains("recguide-throughput"), "{err}");
+        let err = configs(&[Config::Linear], &[0], &[RowTable::default()], &base).unwrap_err();
+        assert!(err.to_string().contains("linear B=0"), "{err}");
     }
 
     fn result(config: &str, passes: &[f64]) -> BenchResult {

@@ -6,12 +6,24 @@ use std::path::PathBuf;
 use anyhow::{ensure, Context, Result};
 use clap::Args;
 
-use specscope::bench::sweep::{configs, pass_spread, run_config, table, BenchResult};
-use specscope::engine::adaptive::SurvivalTables;
+use specscope::bench::sweep::{configs, pass_spread, run_config, table, BenchResult, Config};
 use specscope::engine::cost::CostModel;
+use specscope::engine::options::{DecodeOptions, DEFAULT_RISK_THRESHOLD};
 use specscope::engine::overlap::RowTable;
+use specscope::engine::policy::SurvivalTables;
 
+use super::decode::{names, ROW_TABLES};
 use super::ModelArgs;
+
+const CONFIGS: &[&str] = &[
+    "ar",
+    "linear",
+    "recguide",
+    "recguide-throughput",
+    "recguide-buckets",
+    "recguide-fixed",
+    "recguide-adaptive",
+];
 
 #[derive(Debug, Clone, Args)]
 pub struct BenchArgs {
@@ -19,25 +31,32 @@ pub struct BenchArgs {
     pub model: ModelArgs,
     #[command(flatten)]
     pub prompts: super::PromptFileArgs,
-    /// Modes: ar, linear, recguide, recguide-buckets, recguide-nocost, recguide-fixed,
-    /// recguide-adaptive, recguide-reference.
-    #[arg(long, value_delimiter = ',', default_value = "ar,linear,recguide")]
-    pub modes: Vec<String>,
+    /// Configurations: ar, linear (each --blocks), recguide (the paper preset),
+    /// recguide-throughput (the throughput preset), recguide-buckets (the reference's
+    /// one forward per block size), recguide-fixed (overlap at each --blocks),
+    /// recguide-adaptive (adaptive block size, no overlap).
+    #[arg(
+        long,
+        alias = "modes",
+        value_delimiter = ',',
+        value_parser = names::<Config>(CONFIGS),
+        default_value = "ar,linear,recguide"
+    )]
+    pub configs: Vec<Config>,
     /// Block sizes for linear and recguide-fixed.
     #[arg(long, value_delimiter = ',', default_value = "8,16,32")]
     pub blocks: Vec<usize>,
     /// Branch row tables for the RecGuide configurations (each runs once per table).
     #[arg(
         long,
-        value_enum,
         value_delimiter = ',',
+        value_parser = names::<RowTable>(ROW_TABLES),
         default_value = "conditional-rank"
     )]
     pub row_tables: Vec<RowTable>,
-    /// Block sizes the adaptive RecGuide configurations choose from (1 = an AR step);
-    /// `recguide-reference` always uses the reference's 8,16,32.
-    #[arg(long, value_delimiter = ',', default_value = "1,4,8,16,32")]
-    pub adaptive_blocks: Vec<usize>,
+    /// Margin below which a draft position is risky.
+    #[arg(long, default_value_t = DEFAULT_RISK_THRESHOLD, allow_negative_numbers = true)]
+    pub risk_threshold: f32,
     /// Requests in flight.
     #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
     pub concurrency: Vec<usize>,
@@ -64,13 +83,13 @@ pub fn run(a: BenchArgs) -> Result<()> {
         a.concurrency.iter().all(|&c| c > 0),
         "--concurrency values must be at least 1"
     );
-    let cfgs = configs(
-        &a.modes,
-        &a.blocks,
-        &a.row_tables,
-        &a.adaptive_blocks,
-        a.max_new_tokens,
-    )?;
+    let base = DecodeOptions {
+        max_new_tokens: a.max_new_tokens,
+        risk_threshold: a.risk_threshold,
+        ..DecodeOptions::default()
+    };
+    base.validate()?;
+    let cfgs = configs(&a.configs, &a.blocks, &a.row_tables, &base)?;
     let records = a.prompts.records()?;
     let loaded = a.model.load()?;
     let prompts = a.prompts.encode(&records, &loaded.tokenizer)?;

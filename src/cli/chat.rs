@@ -3,25 +3,28 @@
 use std::io::IsTerminal;
 use std::io::Stdout;
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use crossterm::event::{Event, KeyEventKind};
+use crossterm::event::{Event, KeyEventKind, MouseEventKind};
 use ratatui::backend::CrosstermBackend;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
+use specscope::bench::prompts::read_prompt_file;
 use specscope::engine::{EngineHandle, Scheduler};
+use specscope::model;
 use specscope::trace::read_trace;
-use specscope::tui::app::{run_live, run_replay, Live, Player, Screen, TermInput, Ui};
+use specscope::tui::app::{run_live, run_replay, Ended, Live, Player, Screen, TermInput, Ui};
 use specscope::tui::config::config_dir;
 use specscope::tui::keymap::Keymap;
-use specscope::tui::state::{State, UiOptions};
+use specscope::tui::state::{State, DEFAULT_LIVE_PACE, LIVE_PACES_MS};
 use specscope::tui::terminal::TerminalGuard;
 use specscope::tui::theme::Theme;
 
-use super::run::DecodeArgs;
-use super::ModelArgs;
+use super::decode::DecodeArgs;
+use super::{Loaded, ModelArgs};
 
 /// Look and keys (shared by `chat` and `replay`).
 #[derive(Debug, Clone, Args)]
@@ -75,6 +78,10 @@ pub struct ChatArgs {
     /// Record the session (JSONL) into this file from the start.
     #[arg(long)]
     pub record: Option<PathBuf>,
+    /// Pause between rounds to start with: 0 full speed, 1 100 ms, 2 300 ms (the
+    /// default: an answer can be followed round by round), 3 1 s. Alt+= / Alt+- change it.
+    #[arg(long)]
+    pub pace: Option<usize>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -112,6 +119,11 @@ fn spawn_input() -> UnboundedReceiver<TermInput> {
             let msg = match crossterm::event::read() {
                 Ok(Event::Key(k)) if k.kind != KeyEventKind::Release => TermInput::Key(k),
                 Ok(Event::Paste(p)) => TermInput::Paste(p),
+                Ok(Event::Mouse(m)) => match m.kind {
+                    MouseEventKind::ScrollUp => TermInput::Wheel(-1),
+                    MouseEventKind::ScrollDown => TermInput::Wheel(1),
+                    _ => continue,
+                },
                 Ok(Event::Resize(..)) => TermInput::Resize,
                 Ok(_) => continue,
                 Err(_) => return,
@@ -148,7 +160,67 @@ impl FullScreen {
     }
 }
 
-pub fn chat(args: ChatArgs) -> Result<()> {
+/// What the empty chat says about the model, and the prompts it offers: the bundled
+/// model introduces itself (size, training) and offers held-out prompts of the kinds
+/// it was trained on; another model is named with its size.
+fn intro(loaded: &Loaded) -> (Vec<String>, Vec<String>) {
+    let cfg = loaded.model.config();
+    let params = cfg.param_count() as f64;
+    let size = if params >= 1e9 {
+        format!("{:.1}B", params / 1e9)
+    } else {
+        format!("{:.1}M", params / 1e6)
+    };
+    if !loaded.files.label.starts_with("bundled:") {
+        return (
+            vec![format!(
+                "{}: {size} parameters, {} layers, vocabulary {}.",
+                loaded.files.label, cfg.num_hidden_layers, cfg.vocab_size
+            )],
+            Vec::new(),
+        );
+    }
+    let dir = model::source::bundled_dir();
+    let trained = std::fs::read_to_string(dir.join("train_state.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .map(|v| {
+            let min = v["elapsed_secs"].as_f64().unwrap_or(0.0) / 60.0;
+            let tokens = v["clean_tokens_seen"].as_f64().unwrap_or(0.0) / 1e6;
+            format!(" in {min:.0} minutes of a 2-core CPU ({tokens:.1}M tokens)")
+        })
+        .unwrap_or_default();
+    let about = vec![
+        format!("The bundled drill model: {size} parameters, trained from scratch{trained} on generated practice chats."),
+        "It answers short arithmetic and word problems, small Python functions on lists, capitals, and reversing, counting letters in or sorting words; for anything else it says what it can do.".into(),
+    ];
+    let prompts = dir.parent().map(|p| p.join("prompts")).unwrap_or_default();
+    let mut examples = Vec::new();
+    let mut tasks = std::collections::BTreeSet::new();
+    for fam in ["first", "math", "code", "qa"] {
+        let Ok(records) = read_prompt_file(&prompts.join(format!("{fam}.jsonl"))) else {
+            continue;
+        };
+        for r in records.iter().filter(|r| r.history.is_empty()) {
+            let task = r.task.clone().unwrap_or_default();
+            if task != "out_of_scope" && tasks.insert(format!("{fam}/{task}")) {
+                examples.push(r.prompt.clone());
+            }
+        }
+    }
+    (about, examples)
+}
+
+/// The process's exit for how the screen ended: 128 + the signal's number when a
+/// signal ended it, as shells report it.
+fn exit_of(ended: Ended) -> Result<ExitCode> {
+    Ok(match ended {
+        Ended::Quit => ExitCode::SUCCESS,
+        Ended::Signal(n) => ExitCode::from(128 + n as u8),
+    })
+}
+
+pub fn chat(args: ChatArgs) -> Result<ExitCode> {
     require_terminal()?;
     let options = args.decode.options()?;
     let ui = args.ui.load();
@@ -157,18 +229,21 @@ pub fn chat(args: ChatArgs) -> Result<()> {
     let header = loaded.trace_header(&options);
     let device = loaded.device_name();
     let context = loaded.model.config().max_position_embeddings;
+    let (about, examples) = intro(&loaded);
     let sched = Scheduler::new(loaded.model.clone(), Some(loaded.tokenizer.clone()));
     let (handle, events) = EngineHandle::spawn(sched);
-    let mut state = State::new(&loaded.files.label, device, UiOptions::from(&options));
+    let mut state = State::new(&loaded.files.label, device, options).with_intro(about, examples);
+    state.status.pace = args
+        .pace
+        .unwrap_or(DEFAULT_LIVE_PACE)
+        .min(LIVE_PACES_MS.len() - 1);
     let live = Live {
         handle,
         events,
         tokenizer: loaded.tokenizer.clone(),
-        base: options,
         context,
         header,
         record: args.record.clone(),
-        request_log: None,
     };
     let mut fs = FullScreen::open()?;
     let r = fs.rt.block_on(run_live(
@@ -182,38 +257,38 @@ pub fn chat(args: ChatArgs) -> Result<()> {
     if let Some(p) = &args.record {
         eprintln!("specscope: recording saved to {}", p.display());
     }
-    r
+    report_messages(&state);
+    exit_of(r?)
 }
 
-pub fn replay(args: ReplayArgs) -> Result<()> {
+/// The session's warnings, in full, once the screen is gone.
+fn report_messages(s: &State) {
+    for (_, text) in &s.status.messages {
+        eprintln!("specscope: warning: {text}");
+    }
+}
+
+pub fn replay(args: ReplayArgs) -> Result<ExitCode> {
     let trace = read_trace(&args.file)?;
     require_terminal()?;
     let ui = args.ui.load();
     let h = &trace.header;
-    let block = h
-        .block_policy
-        .strip_prefix("fixed:")
-        .and_then(|b| b.parse().ok())
-        .unwrap_or(16);
     let mut state = State::new(
         &format!("{} (replay)", h.model),
         &h.device,
-        UiOptions {
-            mode: h.decode_mode(),
-            block,
-            overlap: h.overlap,
-            adaptive: h.block_policy == "adaptive",
-        },
+        h.options.clone(),
     );
     let mut player = Player::new(trace, args.file.display().to_string());
     player.playing = !args.paused;
-    state.paused = args.paused;
     let mut fs = FullScreen::open()?;
-    fs.rt.block_on(run_replay(
+    let r = fs.rt.block_on(run_replay(
         &mut fs.screen,
         &mut fs.input,
         player,
         &ui,
         &mut state,
-    ))
+    ));
+    drop(fs);
+    report_messages(&state);
+    exit_of(r?)
 }

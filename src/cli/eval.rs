@@ -21,13 +21,16 @@ pub struct EvalArgs {
     pub blocks: Vec<usize>,
     #[arg(long, default_value_t = 256)]
     pub max_new_tokens: usize,
+    /// Margin below which a draft position is risky (the low-margin figure uses it).
+    #[arg(long, default_value_t = specscope::engine::options::DEFAULT_RISK_THRESHOLD, allow_negative_numbers = true)]
+    pub risk_threshold: f32,
     /// Also write the report as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
 }
 
 pub fn run(a: EvalArgs) -> Result<()> {
-    let records = a.prompts.records()?;
+    let records = a.prompts.records_or(&["math", "code", "qa", "first"])?;
     let loaded = a.model.load()?;
     let prompts = a.prompts.encode(&records, &loaded.tokenizer)?;
     let rep = evaluate(
@@ -36,6 +39,7 @@ pub fn run(a: EvalArgs) -> Result<()> {
         &prompts,
         &a.blocks,
         a.max_new_tokens,
+        a.risk_threshold,
         |s| {
             eprint!("\r{s:<40}");
             let _ = std::io::stderr().flush();
@@ -54,19 +58,46 @@ pub fn run(a: EvalArgs) -> Result<()> {
         .map(|(f, m)| format!("{f} {m:.1}"))
         .collect();
     println!("   mean answer tokens by family: {}", by_family.join(", "));
+    let pct = |a: usize, n: usize| 100.0 * a as f64 / n.max(1) as f64;
+    println!("answer quality (AR greedy): faithful = contains the prompt's names, numbers, list or words; right = the expected answer");
+    for (key, q) in &ar.quality {
+        let faithful = if q.with_expect > 0 {
+            format!(
+                "faithful {}/{} ({:.0}%)",
+                q.faithful,
+                q.with_expect,
+                pct(q.faithful, q.with_expect)
+            )
+        } else {
+            "faithful —".to_string()
+        };
+        let right = if q.with_answer > 0 {
+            format!(
+                "right {}/{} ({:.0}%)",
+                q.right,
+                q.with_answer,
+                pct(q.right, q.with_answer)
+            )
+        } else {
+            "right —".to_string()
+        };
+        let indent = if key.contains('/') { "     " } else { "   " };
+        println!("{indent}{key:<22} {faithful:<24} {right}");
+    }
     println!(
         "LinearSS output identical to AR: {}",
         if rep.lossless { "yes" } else { "NO" }
     );
     for b in &rep.blocks {
         println!(
-            "B={:<2} rounds {:>5}  mean acceptance {:.2}  full blocks {:.1}%  fail within 7 {:.1}%  2nd choice right at 1st reject {:.1}%  margin<0.5 at 1st reject {:.1}%  risky precision {:.1}%",
+            "B={:<2} rounds {:>5}  mean acceptance {:.2}  full blocks {:.1}%  fail within 7 {:.1}%  2nd choice right at 1st reject {:.1}%  margin<{:.2} at 1st reject {:.1}%  risky precision {:.1}%",
             b.block,
             b.rounds,
             b.mean_accept,
             100.0 * b.full_block_rate,
             100.0 * b.fail_within_7,
             100.0 * b.second_choice_right,
+            a.risk_threshold,
             100.0 * b.low_margin_at_reject,
             100.0 * b.risky_precision
         );

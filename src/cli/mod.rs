@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod chat;
+pub mod decode;
 pub mod eval;
 pub mod inspect;
 pub mod profile;
@@ -107,15 +108,27 @@ pub struct PromptFileArgs {
     pub skip: usize,
 }
 
+/// The held-out prompt files bench, survival and ui-bench run by default; eval adds
+/// `first` (what newcomers type, short answers that would skew speed figures).
+pub const DEFAULT_FAMILIES: [&str; 3] = ["math", "code", "qa"];
+
 impl PromptFileArgs {
     /// Reads every file (before the model loads, so a bad line fails fast).
     pub fn records(&self) -> Result<Vec<specscope::bench::prompts::PromptRecord>> {
+        self.records_or(&DEFAULT_FAMILIES)
+    }
+
+    /// As `records`, with `families`' held-out files as the default set.
+    pub fn records_or(
+        &self,
+        families: &[&str],
+    ) -> Result<Vec<specscope::bench::prompts::PromptRecord>> {
         let files: Vec<std::path::PathBuf> = if self.prompts.is_empty() {
             let dir = model::source::bundled_dir()
                 .parent()
                 .map(|p| p.join("prompts"))
                 .unwrap_or_default();
-            ["math", "code", "qa"]
+            families
                 .iter()
                 .map(|f| dir.join(format!("{f}.jsonl")))
                 .collect()

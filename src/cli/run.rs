@@ -6,71 +6,10 @@ use anyhow::Result;
 use clap::Args;
 use serde_json::json;
 
-use specscope::engine::overlap::RowTable;
-use specscope::engine::signals::Sampling;
-use specscope::engine::{DecodeEvent, DecodeOptions, EventSink, Mode, Scheduler, Submit};
+use specscope::engine::{DecodeEvent, EventSink, Scheduler, Submit};
 
+use super::decode::DecodeArgs;
 use super::{ModelArgs, PromptArgs};
-
-/// Decoding flags shared by `run` and `bench`.
-#[derive(Debug, Clone, Args)]
-pub struct DecodeArgs {
-    /// ar, linear (LinearSS) or recguide.
-    #[arg(long, value_enum, default_value = "recguide")]
-    pub mode: Mode,
-    /// Block size B for linear, and for recguide with --no-adaptive (1 = AR).
-    #[arg(long, default_value_t = 32)]
-    pub block: usize,
-    /// RecGuide without overlap branches.
-    #[arg(long)]
-    pub no_overlap: bool,
-    /// RecGuide with a fixed block size (--block).
-    #[arg(long)]
-    pub no_adaptive: bool,
-    /// Block sizes the adaptive policy chooses from (1 = an AR step; the reference's
-    /// set is 8,16,32).
-    #[arg(long, value_delimiter = ',', default_value = "1,4,8,16,32")]
-    pub adaptive_blocks: Vec<usize>,
-    /// Add branch rows even where the cost profile says they do not pay.
-    #[arg(long)]
-    pub no_cost_aware: bool,
-    /// Margin below which a draft position is risky.
-    #[arg(long, default_value_t = 0.5)]
-    pub risk_threshold: f32,
-    /// Branch row table (reference §2.4).
-    #[arg(long, value_enum, default_value = "conditional-rank")]
-    pub row_table: RowTable,
-    /// Sampling temperature (0 = greedy, lossless).
-    #[arg(long, default_value_t = 0.0)]
-    pub temperature: f32,
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-    /// Stop after this many new tokens.
-    #[arg(long, default_value_t = 256)]
-    pub max_new_tokens: usize,
-}
-
-impl DecodeArgs {
-    pub fn options(&self) -> Result<DecodeOptions> {
-        let o = DecodeOptions {
-            mode: self.mode,
-            block: if self.mode == Mode::Ar { 1 } else { self.block },
-            overlap: !self.no_overlap,
-            adaptive: !self.no_adaptive,
-            adaptive_blocks: self.adaptive_blocks.clone(),
-            cost_aware: !self.no_cost_aware,
-            risk_threshold: self.risk_threshold,
-            row_table: self.row_table,
-            sampling: Sampling {
-                temperature: self.temperature,
-                seed: self.seed,
-            },
-            max_new_tokens: self.max_new_tokens,
-        };
-        o.validate()?;
-        Ok(o)
-    }
-}
 
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
@@ -107,10 +46,13 @@ impl<W: Write> EventSink for StreamSink<W> {
 
 pub fn run(args: RunArgs) -> Result<()> {
     let options = args.decode.options()?;
+    let options_json = serde_json::to_value(&options)?;
     let loaded = args.model.load()?;
     let prompt = args.prompt.encode(&loaded.tokenizer)?;
     let mut sched = Scheduler::new(loaded.model.clone(), Some(loaded.tokenizer.clone()));
+    let label = options.label();
     let policy = options.block_policy();
+    let overlap = options.overlap_on();
     let submit = Submit {
         prompt: prompt.clone(),
         options,
@@ -138,28 +80,36 @@ pub fn run(args: RunArgs) -> Result<()> {
         .next()
         .ok_or_else(|| anyhow::anyhow!("the request did not finish"))?;
     let st = &f.stats;
+    let t = &st.tally;
     if !args.json {
         println!();
+        let branches = if overlap {
+            format!(", branch hits {:.0}%", 100.0 * t.hit_rate())
+        } else {
+            String::new()
+        };
         eprintln!(
-            "specscope: {} tokens ({:?}), {} rounds, {} decode forwards (draft {}, verify {}, fused {}), TPF {:.2}, mean acceptance {:.2}, branch hits {:.0}%, {:.1} tokens/s",
-            st.new_tokens,
-            f.stop,
-            st.rounds,
-            st.decode_forwards(),
-            st.draft_forwards,
-            st.verify_forwards,
-            st.fused_forwards,
-            st.tpf(),
-            st.mean_accept(),
-            100.0 * st.hit_rate(),
+            "specscope: {label}: {} tokens ({}), {} rounds, {} decode forwards (draft {}, verify {}, fused {}), TPF {:.2}, mean acceptance {:.2}{branches}, {:.1} tokens/s",
+            t.new_tokens,
+            f.stop.describe(),
+            t.rounds,
+            t.decode_forwards(),
+            t.draft_forwards,
+            t.verify_forwards,
+            t.fused_forwards,
+            t.tpf(),
+            t.mean_accept(),
             st.tokens_per_sec()
         );
         return Ok(());
     }
+    let per_forward =
+        |x: usize| specscope::engine::events::ratio(x as f64, t.decode_forwards() as f64);
     let out = json!({
         "model": loaded.files.label,
         "commit": loaded.files.commit,
-        "mode": args.decode.mode,
+        "options": options_json,
+        "label": label,
         "block_policy": policy,
         "prompt_tokens": prompt,
         "tokens": f.tokens,
@@ -167,24 +117,24 @@ pub fn run(args: RunArgs) -> Result<()> {
         "stop": f.stop,
         "stats": {
             "prompt_len": st.prompt_tokens,
-            "new_tokens": st.new_tokens,
-            "decode_tokens": st.decode_tokens,
-            "rounds": st.rounds,
+            "new_tokens": t.new_tokens,
+            "decode_tokens": t.decode_tokens,
+            "rounds": t.rounds,
             "forwards": {
-                "draft": st.draft_forwards,
-                "verify": st.verify_forwards,
-                "fused": st.fused_forwards,
-                "decode_total": st.decode_forwards(),
-                "saved_drafts": st.saved_drafts,
+                "draft": t.draft_forwards,
+                "verify": t.verify_forwards,
+                "fused": t.fused_forwards,
+                "decode_total": t.decode_forwards(),
+                "saved_drafts": t.saved_drafts,
             },
-            "rows_per_forward": if st.decode_forwards() > 0 { st.rows as f64 / st.decode_forwards() as f64 } else { 0.0 },
-            "query_tokens_per_forward": if st.decode_forwards() > 0 { st.query_tokens as f64 / st.decode_forwards() as f64 } else { 0.0 },
-            "tpf": st.tpf(),
-            "mean_acceptance": st.mean_accept(),
-            "acceptance_histogram": st.accept_hist,
-            "blocks": st.blocks,
-            "branches": st.branches,
-            "branch_hit_rate": st.hit_rate(),
+            "rows_per_forward": per_forward(t.rows),
+            "query_tokens_per_forward": per_forward(t.query_tokens),
+            "tpf": t.tpf(),
+            "mean_acceptance": t.mean_accept(),
+            "acceptance_histogram": t.accept_hist,
+            "blocks": t.blocks.iter().map(|(b, n)| (b.to_string(), *n)).collect::<std::collections::BTreeMap<_, _>>(),
+            "branches": if overlap { serde_json::to_value(t)?["branches"].clone() } else { serde_json::Value::Null },
+            "branch_hit_rate": if overlap { json!(t.hit_rate()) } else { serde_json::Value::Null },
             "prefill_secs": st.prefill_secs,
             "decode_secs": st.decode_secs,
             "tokens_per_sec": st.tokens_per_sec(),

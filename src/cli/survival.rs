@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::Args;
 
-use specscope::engine::adaptive::SurvivalTables;
+use specscope::engine::policy::SurvivalTables;
 use specscope::engine::survival;
 
 use super::ModelArgs;

@@ -1,7 +1,6 @@
 //! `specscope trace summary FILE` (statistics, headless) and `specscope trace record`
 //! (a recording of prompt-file requests, made without a screen).
 
-use std::collections::HashSet;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
@@ -10,9 +9,9 @@ use clap::{Args, Subcommand};
 use specscope::bench::prompts::per_family;
 use specscope::engine::{DecodeEvent, EventSink, Scheduler, Submit};
 use specscope::model::TextTokenizer;
-use specscope::trace::{read_trace, token_ids, Recorder, SessionEvent, Summary, TraceEvent};
+use specscope::trace::{read_trace, Recorder, SessionEvent, Summary, TokenTexts, TraceEvent};
 
-use super::run::DecodeArgs;
+use super::decode::DecodeArgs;
 use super::{ModelArgs, PromptFileArgs};
 
 #[derive(Debug, Clone, Args)]
@@ -65,12 +64,11 @@ fn summary(file: PathBuf, json: bool) -> Result<()> {
     } else {
         let h = &trace.header;
         println!(
-            "{}: {} on {}, {} {}, risk margin < {}",
+            "{}: {} on {}, {}, risk margin < {}",
             file.display(),
             h.model,
             h.device,
-            h.mode,
-            h.block_policy,
+            h.options.label(),
             h.risk.threshold
         );
         print!("{}", s.report());
@@ -87,7 +85,7 @@ fn summary(file: PathBuf, json: bool) -> Result<()> {
 struct RecordSink<'a> {
     rec: Recorder,
     tok: &'a TextTokenizer,
-    known: HashSet<u32>,
+    texts: TokenTexts,
     error: Option<anyhow::Error>,
 }
 
@@ -106,13 +104,9 @@ impl EventSink for RecordSink<'_> {
         true
     }
     fn emit(&mut self, e: DecodeEvent) {
-        let fresh: Vec<(u32, String)> = token_ids(&e)
-            .into_iter()
-            .filter(|id| self.known.insert(*id))
-            .map(|id| (id, self.tok.token_text(id)))
-            .collect();
-        if !fresh.is_empty() {
-            self.write(SessionEvent::TokenText { tokens: fresh }.into());
+        let tok = self.tok;
+        if let Some(texts) = self.texts.before(&e, |id| tok.token_text(id)) {
+            self.write(texts.into());
         }
         self.write(e.into());
     }
@@ -127,7 +121,7 @@ fn record(args: RecordArgs) -> Result<()> {
     let mut sink = RecordSink {
         rec,
         tok: &loaded.tokenizer,
-        known: HashSet::new(),
+        texts: TokenTexts::default(),
         error: None,
     };
     let mut sched = Scheduler::new(loaded.model.clone(), Some(loaded.tokenizer.clone()));

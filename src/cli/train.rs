@@ -32,7 +32,7 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 1234)]
     pub seed: u64,
     /// Exchanges generated for the corpus.
-    #[arg(long, default_value_t = 40_000)]
+    #[arg(long, default_value_t = 60_000)]
     pub exchanges: usize,
     #[arg(long, default_value_t = 50)]
     pub checkpoint_every: usize,

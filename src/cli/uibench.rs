@@ -3,26 +3,31 @@
 //! terminal's own output), side by side in one process; frame times; and how long keys
 //! sent while decoding take to reach the screen.
 
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Result};
 use clap::Args;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use ratatui::backend::TestBackend;
+use ratatui::backend::{Backend, ClearType, TestBackend, WindowSize};
+use ratatui::buffer::Cell as BufCell;
+use ratatui::layout::{Position, Size};
 use ratatui::Terminal;
 use serde_json::json;
 
 use specscope::bench::prompts::per_family;
-use specscope::engine::{DecodeEvent, EngineHandle, NullSink, Scheduler, Submit};
+use specscope::engine::{DecodeEvent, EngineHandle, NullSink, Scheduler, Submit, Timed};
 use specscope::model::ChatMessage;
 use specscope::trace::{read_trace, TraceEvent};
-use specscope::tui::app::{run_live, Live, Player, RequestLog, Screen, TermInput, Ui};
+use specscope::tui::app::{run_live, Live, Player, Screen, TermInput, Ui};
 use specscope::tui::keymap::Keymap;
 use specscope::tui::render;
-use specscope::tui::state::{State, UiOptions};
+use specscope::tui::state::State;
 use specscope::tui::theme::Theme;
 
-use super::run::DecodeArgs;
+use super::decode::DecodeArgs;
 use super::{ModelArgs, PromptFileArgs};
 
 #[derive(Debug, Clone, Args)]
@@ -63,6 +68,104 @@ fn mean(v: &[f64]) -> f64 {
     } else {
         v.iter().sum::<f64>() / v.len() as f64
     }
+}
+
+/// A backend that notes when each frame starts (its first size query) and ends (its
+/// flush): the app measured from outside, nothing in the app's own types.
+struct TimedBackend<B: Backend> {
+    inner: B,
+    start: Cell<Option<Instant>>,
+    frames: Rc<RefCell<Vec<(Instant, Instant)>>>,
+}
+
+impl<B: Backend> Backend for TimedBackend<B> {
+    type Error = B::Error;
+    fn draw<'a, I>(&mut self, content: I) -> Result<(), Self::Error>
+    where
+        I: Iterator<Item = (u16, u16, &'a BufCell)>,
+    {
+        self.inner.draw(content)
+    }
+    fn hide_cursor(&mut self) -> Result<(), Self::Error> {
+        self.inner.hide_cursor()
+    }
+    fn show_cursor(&mut self) -> Result<(), Self::Error> {
+        self.inner.show_cursor()
+    }
+    fn get_cursor_position(&mut self) -> Result<Position, Self::Error> {
+        self.inner.get_cursor_position()
+    }
+    fn set_cursor_position<P: Into<Position>>(&mut self, p: P) -> Result<(), Self::Error> {
+        self.inner.set_cursor_position(p)
+    }
+    fn clear(&mut self) -> Result<(), Self::Error> {
+        self.inner.clear()
+    }
+    fn clear_region(&mut self, t: ClearType) -> Result<(), Self::Error> {
+        self.inner.clear_region(t)
+    }
+    fn size(&self) -> Result<Size, Self::Error> {
+        if self.start.get().is_none() {
+            self.start.set(Some(Instant::now()));
+        }
+        self.inner.size()
+    }
+    fn window_size(&mut self) -> Result<WindowSize, Self::Error> {
+        self.inner.window_size()
+    }
+    fn flush(&mut self) -> Result<(), Self::Error> {
+        let r = self.inner.flush();
+        if let Some(start) = self.start.take() {
+            self.frames.borrow_mut().push((start, Instant::now()));
+        }
+        r
+    }
+}
+
+/// One request from the engine's `request_started` to its `request_finished`.
+#[derive(Debug, Clone)]
+struct RequestTiming {
+    started: Instant,
+    finished: Instant,
+    new_tokens: usize,
+    text: String,
+}
+
+/// Passes the engine's events on to the app, noting each request's engine stamps: the
+/// event stream observed from outside.
+fn observe(
+    mut from: tokio::sync::mpsc::UnboundedReceiver<Timed>,
+    log: Arc<Mutex<Vec<RequestTiming>>>,
+) -> tokio::sync::mpsc::UnboundedReceiver<Timed> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        let mut started = std::collections::HashMap::new();
+        while let Some(e) = from.blocking_recv() {
+            match &e.event {
+                DecodeEvent::RequestStarted { req, .. } => {
+                    started.insert(*req, e.at);
+                }
+                DecodeEvent::RequestFinished {
+                    req, text, stats, ..
+                } => {
+                    let start = started.remove(req).unwrap_or(e.at);
+                    if let Ok(mut l) = log.lock() {
+                        l.push(RequestTiming {
+                            started: start,
+                            finished: e.at,
+                            new_tokens: stats.tally.new_tokens,
+                            text: text.clone(),
+                        });
+                    }
+                }
+                _ => {}
+            }
+            if tx.send(e).is_err() {
+                return;
+            }
+        }
+    });
+    rx
 }
 
 fn key(code: KeyCode, m: KeyModifiers) -> TermInput {
@@ -106,38 +209,43 @@ pub fn run(args: UiBenchArgs) -> Result<()> {
     let rec = args.record.then(|| {
         std::env::temp_dir().join(format!("specscope-ui-bench-{}.jsonl", std::process::id()))
     });
-    let log = RequestLog::default();
+    let log = Arc::new(Mutex::new(Vec::new()));
     let (handle, events) = EngineHandle::spawn(Scheduler::new(
         loaded.model.clone(),
         Some(loaded.tokenizer.clone()),
     ));
     let live = Live {
         handle,
-        events,
+        events: observe(events, log.clone()),
         tokenizer: loaded.tokenizer.clone(),
-        base: options.clone(),
         context: loaded.model.config().max_position_embeddings,
         header: loaded.trace_header(&options),
         record: rec.clone(),
-        request_log: Some(log.clone()),
     };
-    let ui_opts = UiOptions::from(&options);
+    let app_options = options.clone();
     let (w, h) = (args.width, args.height);
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let app = std::thread::spawn(move || -> Result<Vec<(Instant, Instant)>> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
-        let mut screen = Screen::new(Terminal::new(TestBackend::new(w, h))?, false);
-        screen.frame_log = Some(Vec::new());
+        let frames = Rc::new(RefCell::new(Vec::new()));
+        let backend = TimedBackend {
+            inner: TestBackend::new(w, h),
+            start: Cell::new(None),
+            frames: frames.clone(),
+        };
+        let mut screen = Screen::new(Terminal::new(backend)?, false);
         let ui = Ui {
             theme: Theme::dark(),
             keymap: Keymap::builtin(),
             warnings: Vec::new(),
         };
-        let mut s = State::new("bench", "cpu", ui_opts);
+        // Full speed: the screen's cost, not slow motion's.
+        let mut s = State::new("bench", "cpu", app_options);
         rt.block_on(run_live(&mut screen, &mut rx, live, &ui, &mut s))?;
-        Ok(screen.frame_log.unwrap_or_default())
+        let frames = frames.borrow().clone();
+        Ok(frames)
     });
 
     let repeats = usize::from(args.repeats);
@@ -245,7 +353,7 @@ pub fn run(args: UiBenchArgs) -> Result<()> {
         .unwrap_or_default();
     let demo_trace = read_trace(&demo)?;
     let n_events = demo_trace.events.len();
-    let mut s = State::new("demo", "cpu", ui_opts);
+    let mut s = State::new("demo", "cpu", options.clone());
     let mut player = Player::new(demo_trace, "demo".into());
     player.advance(&mut s, 1e9);
     debug_assert_eq!(player.pos, n_events);

@@ -3,23 +3,10 @@
 use std::time::Instant;
 
 use anyhow::{ensure, Result};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
+use super::events::StopReason;
 use crate::model::{AttnRule, LogitSel, Model, Row, RowBatch};
-
-/// Why generation ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StopReason {
-    /// An end-of-sequence token was emitted (it is included in the tokens).
-    Eos,
-    /// `max_new_tokens` reached.
-    MaxTokens,
-    /// The context window is full.
-    Context,
-    /// The request was cancelled.
-    Cancelled,
-}
 
 /// Tokens and timings of one generation.
 #[derive(Debug, Clone, Serialize)]

@@ -1,21 +1,24 @@
-//! `DecodeEvent`: the single vocabulary the engine speaks. The screen, the recorder,
-//! the replayer and the benchmarks all consume it.
+//! `DecodeEvent`: the single vocabulary the engine speaks, and the types it is made
+//! of (stop reasons, branch kinds and outcomes, block decisions, statistics). The
+//! screen, the recorder, the replayer and the benchmarks all consume it.
 
 use std::collections::BTreeMap;
+use std::fmt;
+use std::ops::AddAssign;
+use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use super::overlap::{BranchKind, BranchOutcome};
-use super::StopReason;
+use super::options::Blocks;
 
 /// Version of the event schema (recordings carry it in their header).
-pub const EVENT_VERSION: u32 = 1;
+pub const EVENT_VERSION: u32 = 2;
 
 /// Identifies a request for its whole life.
 pub type RequestId = u64;
 
 /// Decoding mode of a request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Mode {
     /// AR greedy: one causal token per forward (the reference output).
@@ -63,15 +66,162 @@ pub struct BranchView {
     pub block: Vec<u32>,
 }
 
-/// Why a block size was chosen.
+/// Why generation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// An end-of-sequence token was emitted (it is included in the tokens).
+    Eos,
+    /// `max_new_tokens` reached.
+    MaxTokens,
+    /// The context window is full.
+    Context,
+    /// The request was cancelled.
+    Cancelled,
+}
+
+impl StopReason {
+    /// In words, for people.
+    pub fn describe(self) -> &'static str {
+        match self {
+            StopReason::Eos => "end of answer",
+            StopReason::MaxTokens => "token limit reached",
+            StopReason::Context => "context window full",
+            StopReason::Cancelled => "stopped",
+        }
+    }
+}
+
+/// Kind of a speculative next-draft branch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case", tag = "type")]
+pub enum BranchKind {
+    /// Re-draft from the `rank`-th risky position with the alternative token.
+    Correction { rank: u8 },
+    /// Draft the next block assuming this one is fully accepted.
+    Continuation,
+}
+
+impl BranchKind {
+    /// Short label: P1, P2, P3 or new.
+    pub fn label(self) -> String {
+        self.to_string()
+    }
+}
+
+impl fmt::Display for BranchKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BranchKind::Correction { rank } => write!(f, "P{rank}"),
+            BranchKind::Continuation => f.write_str("new"),
+        }
+    }
+}
+
+impl FromStr for BranchKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "new" {
+            return Ok(BranchKind::Continuation);
+        }
+        s.strip_prefix('P')
+            .and_then(|r| r.parse().ok())
+            .map(|rank| BranchKind::Correction { rank })
+            .ok_or_else(|| format!("`{s}` is not a branch kind (P1, P2, P3 or new)"))
+    }
+}
+
+/// Why no branch was reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MissReason {
+    /// No branch row was built this round.
+    NoBranches,
+    /// The first reject came before the first correction position.
+    Before,
+    /// The first reject fell between two correction positions.
+    Between,
+    /// The first reject came after the last correction position (or there was none).
+    After,
+    /// Reject at a correction position, but the verifier chose another token.
+    WrongCandidate,
+    /// Full block accepted but the continuation predicted another first token.
+    ContinuationMiss,
+    /// Full block accepted and no continuation was built.
+    ContinuationAbsent,
+}
+
+impl MissReason {
+    /// In words, for the round pane.
+    pub fn describe(self) -> &'static str {
+        match self {
+            MissReason::NoBranches => "no branch rows",
+            MissReason::Before => "rejected before the first risky position",
+            MissReason::Between => "rejected between risky positions",
+            MissReason::After => "rejected after the last risky position",
+            MissReason::WrongCandidate => "verifier chose another token",
+            MissReason::ContinuationMiss => "continuation guessed another bonus",
+            MissReason::ContinuationAbsent => "full block, no continuation built",
+        }
+    }
+}
+
+/// The fate of this round's branches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "outcome")]
+pub enum BranchOutcome {
+    Hit { index: usize, kind: BranchKind },
+    Miss { reason: MissReason },
+}
+
+/// Which rule set a round's block size (the policy module's rules, `policy::*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rule {
+    /// A fixed block size (LinearSS, RecGuide without adaptive).
+    Fixed,
+    /// No history yet: the reference's concurrency cap, valued by the tables' marginal.
+    ColdStart,
+    /// The per-request ratio rule: argmax V_B / T_C(B).
+    Ratio,
+    /// Chosen together with the round's other requests (max Σ V / Σ T).
+    Round,
+    /// A size the rule did not pick, run so the learned costs keep measuring it.
+    Explore,
+    /// An AR step because AR steps measured more tokens per ms here lately.
+    ArRegime,
+    /// AR steps tried for a span of rounds, to keep their measure fresh.
+    ArTrial,
+    /// The block of a reused branch (no draft forward).
+    Reused,
+    /// None of the sizes asked for has a survival table: the smallest asked.
+    Untabled,
+    /// Clipped to what is left of the context window.
+    Context,
+}
+
+impl Rule {
+    /// Short words for the round pane.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Rule::Fixed => "fixed size",
+            Rule::ColdStart => "cold start",
+            Rule::Ratio => "best tokens per ms",
+            Rule::Round => "best tokens per ms for the round",
+            Rule::Explore => "explore (measuring a size not chosen lately)",
+            Rule::ArRegime => "AR step (measured regime)",
+            Rule::ArTrial => "AR step (trial of the AR regime)",
+            Rule::Reused => "reused branch block",
+            Rule::Untabled => "no survival table: smallest size",
+            Rule::Context => "clipped to the context window",
+        }
+    }
+}
+
+/// A block size and why it was chosen.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct BlockReason {
-    /// `fixed`, `cold_start`, `ratio` (per request), `round` (chosen with the round's
-    /// other requests), `explore` (a size the rule did not pick, run now and then so
-    /// that the learned costs keep measuring it), `ar_regime` (an AR step because AR
-    /// steps have delivered more tokens per ms than drafting here lately, see
-    /// `regime`), `ar_trial` (AR steps tried for a few rounds), `reused`, `untabled` or `context` (clipped to the window).
-    pub rule: String,
+pub struct BlockDecision {
+    pub rule: Rule,
     /// The history signal (mean verifier entropy over the last two rounds).
     pub signal: Option<f32>,
     /// Per candidate B: expected tokens advanced V_B and cost in ms: T_C(B) for the
@@ -83,6 +233,24 @@ pub struct BlockReason {
     /// `ar_regime`, `ar_trial`: what each regime has delivered here lately.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub measured: Option<RegimeRates>,
+    /// Tokens per ms the round's requests would make taking AR steps instead, by the
+    /// cost model (fitted to this machine's forwards): what drafting is up against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ar_rate: Option<f64>,
+}
+
+impl BlockDecision {
+    /// A decision with nothing to show but its rule.
+    pub fn plain(rule: Rule) -> Self {
+        Self {
+            rule,
+            signal: None,
+            candidates: Vec::new(),
+            rate: None,
+            measured: None,
+            ar_rate: None,
+        }
+    }
 }
 
 /// Tokens per ms of round time delivered lately at this concurrency (`None`: not
@@ -100,20 +268,40 @@ pub struct BlockCandidate {
     pub cost_ms: f64,
 }
 
-/// Branch rows built and reused, by kind label (P1, P2, P3, new).
+/// Branch rows built and reused, of one kind.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct BranchCount {
     pub built: usize,
     pub hits: usize,
 }
 
-/// Per-request statistics (TPF: decode tokens / decode forwards, prefill excluded, a
-/// fused forward counts once).
+/// What one round of one request did, as the statistics count it. The scheduler
+/// records its rounds with it and `trace::summary` rebuilds the same from events, so
+/// a live session, a replay, `run` and `bench` count alike.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RoundTally {
+    pub block: usize,
+    /// Tokens advanced: accepted drafts + 1.
+    pub advance: usize,
+    /// A draft forward ran for this round (not an AR step, not a reused block).
+    pub drafted: bool,
+    /// The block came from a branch of the previous round.
+    pub reused: bool,
+    /// Branch rows fused with the verification, and their query tokens.
+    pub branches: Vec<BranchKind>,
+    pub branch_tokens: usize,
+    /// The branch reused for the next round, if one hit.
+    pub hit: Option<BranchKind>,
+}
+
+/// Counts of rounds, forwards and tokens: the one fold every statistic is made of
+/// (`+=` adds requests up). TPF: decode tokens / decode forwards, prefill excluded, a
+/// fused forward counting once per request in it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct RequestStats {
-    pub prompt_tokens: usize,
+pub struct Tally {
+    /// Committed tokens, the prefill's first token included.
     pub new_tokens: usize,
-    /// New tokens after the prefill's first token.
+    /// Committed tokens after the first.
     pub decode_tokens: usize,
     pub rounds: usize,
     pub draft_forwards: usize,
@@ -121,20 +309,55 @@ pub struct RequestStats {
     pub fused_forwards: usize,
     /// Draft forwards skipped because a branch was reused.
     pub saved_drafts: usize,
-    /// Query tokens over all decode forwards this request took part in.
+    /// Query tokens over the decode forwards (this request's rows only).
     pub query_tokens: usize,
-    /// Rows over all decode forwards this request took part in.
+    /// Rows over the decode forwards (this request's only).
     pub rows: usize,
-    /// `hist[a]` = rounds that advanced `a` tokens (accepted drafts + 1).
+    /// `accept_hist[a]` = rounds that advanced `a` tokens (accepted drafts + 1).
     pub accept_hist: Vec<usize>,
     /// Rounds per block size.
-    pub blocks: BTreeMap<String, usize>,
-    pub branches: BTreeMap<String, BranchCount>,
-    pub prefill_secs: f64,
-    pub decode_secs: f64,
+    #[serde(with = "keyed")]
+    pub blocks: BTreeMap<usize, usize>,
+    /// Branch rows built and reused, by kind.
+    #[serde(with = "keyed")]
+    pub branches: BTreeMap<BranchKind, BranchCount>,
 }
 
-impl RequestStats {
+impl Tally {
+    /// Counts one round.
+    pub fn record_round(&mut self, r: &RoundTally) {
+        self.rounds += 1;
+        count_in(&mut self.accept_hist, r.advance);
+        *self.blocks.entry(r.block).or_default() += 1;
+        if r.drafted {
+            self.draft_forwards += 1;
+            self.rows += 1;
+            self.query_tokens += r.block;
+        }
+        self.saved_drafts += usize::from(r.reused);
+        if r.branches.is_empty() {
+            self.verify_forwards += 1;
+        } else {
+            self.fused_forwards += 1;
+        }
+        self.rows += 1 + r.branches.len();
+        self.query_tokens += r.block + r.branch_tokens;
+        for k in &r.branches {
+            self.branches.entry(*k).or_default().built += 1;
+        }
+        if let Some(k) = r.hit {
+            self.branches.entry(k).or_default().hits += 1;
+        }
+    }
+
+    /// Counts committed tokens (`prefill`: the first token, from the prefill).
+    pub fn record_commit(&mut self, tokens: usize, prefill: bool) {
+        self.new_tokens += tokens;
+        if !prefill {
+            self.decode_tokens += tokens;
+        }
+    }
+
     pub fn decode_forwards(&self) -> usize {
         self.draft_forwards + self.verify_forwards + self.fused_forwards
     }
@@ -145,35 +368,78 @@ impl RequestStats {
 
     /// Mean tokens advanced per round (acceptance length, bonus included).
     pub fn mean_accept(&self) -> f64 {
-        let total: usize = self
-            .accept_hist
-            .iter()
-            .enumerate()
-            .map(|(a, n)| a * n)
-            .sum();
-        ratio(total as f64, self.rounds as f64)
-    }
-
-    pub fn tokens_per_sec(&self) -> f64 {
-        ratio(self.new_tokens as f64, self.prefill_secs + self.decode_secs)
+        hist_mean(&self.accept_hist)
     }
 
     /// Hits / built over every branch kind.
     pub fn hit_rate(&self) -> f64 {
-        hit_rate(&self.branches)
-    }
-
-    pub(crate) fn record_accept(&mut self, advance: usize) {
-        count_in(&mut self.accept_hist, advance);
+        let (b, h) = self
+            .branches
+            .values()
+            .fold((0, 0), |(b, h), c| (b + c.built, h + c.hits));
+        ratio(h as f64, b as f64)
     }
 }
 
-/// Reused branches / branch rows built, over every kind.
-pub fn hit_rate(branches: &BTreeMap<String, BranchCount>) -> f64 {
-    let (b, h) = branches
-        .values()
-        .fold((0, 0), |(b, h), c| (b + c.built, h + c.hits));
-    ratio(h as f64, b as f64)
+impl AddAssign<&Tally> for Tally {
+    fn add_assign(&mut self, o: &Tally) {
+        self.new_tokens += o.new_tokens;
+        self.decode_tokens += o.decode_tokens;
+        self.rounds += o.rounds;
+        self.draft_forwards += o.draft_forwards;
+        self.verify_forwards += o.verify_forwards;
+        self.fused_forwards += o.fused_forwards;
+        self.saved_drafts += o.saved_drafts;
+        self.query_tokens += o.query_tokens;
+        self.rows += o.rows;
+        add_hist(&mut self.accept_hist, &o.accept_hist);
+        for (b, n) in &o.blocks {
+            *self.blocks.entry(*b).or_default() += n;
+        }
+        for (k, c) in &o.branches {
+            let e = self.branches.entry(*k).or_default();
+            e.built += c.built;
+            e.hits += c.hits;
+        }
+    }
+}
+
+/// Per-request statistics: the request's tally and its times.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RequestStats {
+    pub prompt_tokens: usize,
+    #[serde(flatten)]
+    pub tally: Tally,
+    pub prefill_secs: f64,
+    pub decode_secs: f64,
+}
+
+impl RequestStats {
+    pub fn tokens_per_sec(&self) -> f64 {
+        ratio(
+            self.tally.new_tokens as f64,
+            self.prefill_secs + self.decode_secs,
+        )
+    }
+}
+
+/// Mean of a histogram indexed by value.
+pub fn hist_mean(hist: &[usize]) -> f64 {
+    let (n, sum) = hist
+        .iter()
+        .enumerate()
+        .fold((0, 0), |(n, s), (a, c)| (n + c, s + a * c));
+    ratio(sum as f64, n as f64)
+}
+
+/// Adds histogram `from` into `into` (both indexed by value).
+pub fn add_hist(into: &mut Vec<usize>, from: &[usize]) {
+    if into.len() < from.len() {
+        into.resize(from.len(), 0);
+    }
+    for (a, n) in from.iter().enumerate() {
+        into[a] += n;
+    }
 }
 
 /// Counts one more `a` in a histogram indexed by value.
@@ -193,6 +459,63 @@ pub fn ratio(a: f64, b: f64) -> f64 {
     }
 }
 
+/// Maps keyed by a type that prints and parses itself (block sizes, branch kinds),
+/// written as JSON objects with string keys; read back even inside tagged enums
+/// (whose buffering loses serde_json's own key parsing).
+pub mod keyed {
+    use std::collections::BTreeMap;
+    use std::fmt::Display;
+    use std::str::FromStr;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<K: Display, V: Serialize, S: Serializer>(
+        m: &BTreeMap<K, V>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        s.collect_map(m.iter().map(|(k, v)| (k.to_string(), v)))
+    }
+
+    pub fn deserialize<'de, K, V, D>(d: D) -> Result<BTreeMap<K, V>, D::Error>
+    where
+        K: FromStr + Ord,
+        K::Err: Display,
+        V: Deserialize<'de>,
+        D: Deserializer<'de>,
+    {
+        BTreeMap::<String, V>::deserialize(d)?
+            .into_iter()
+            .map(|(k, v)| {
+                k.parse()
+                    .map(|k| (k, v))
+                    .map_err(|e| serde::de::Error::custom(format!("key `{k}`: {e}")))
+            })
+            .collect()
+    }
+}
+
+/// What a physical forward does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    Prefill,
+    Draft,
+    Verify,
+    /// Verification with branch rows.
+    Fused,
+}
+
+impl Phase {
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Prefill => "prefill",
+            Phase::Draft => "draft",
+            Phase::Verify => "verify",
+            Phase::Fused => "fused",
+        }
+    }
+}
+
 /// Everything the engine reports, one `kind`-tagged JSON object per event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -201,8 +524,9 @@ pub enum DecodeEvent {
     RequestStarted {
         req: RequestId,
         mode: Mode,
-        /// `fixed:B` or `adaptive`.
-        block_policy: String,
+        /// The block rule (event version 1 wrote `fixed:B` or `adaptive`).
+        #[serde(alias = "block_policy")]
+        blocks: Blocks,
         overlap: bool,
         prompt_tokens: usize,
         max_new_tokens: usize,
@@ -220,7 +544,7 @@ pub enum DecodeEvent {
         req: RequestId,
         round: usize,
         block: usize,
-        reason: BlockReason,
+        reason: BlockDecision,
     },
     /// A draft block `[seed, d1 ..]`, drafted now or reused from a branch.
     Drafted {
@@ -267,7 +591,7 @@ pub enum DecodeEvent {
     },
     /// A physical forward pass (rows of possibly many requests).
     Forward {
-        phase: String,
+        phase: Phase,
         rows: usize,
         query_tokens: usize,
         requests: usize,

@@ -1,21 +1,27 @@
 //! Decoding on top of the backbone: AR (the reference output), LinearSS, RecGuide
 //! overlap and adaptive block sizes, many requests at once, one event stream.
+//!
+//! Where each rule lives: the options in `options`, the block size in `policy`,
+//! acceptance in `round`, branch rows in `overlap`, costs in `cost`, per-position
+//! statistics in `signals`; `scheduler` runs the rounds and `worker` puts it on a
+//! thread of its own.
 
-pub mod adaptive;
 pub mod ar;
 pub mod cost;
 pub mod events;
-pub mod online_cost;
+pub mod options;
 pub mod overlap;
-pub mod regime;
+pub mod policy;
 pub mod round;
-pub mod round_blocks;
 pub mod scheduler;
 pub mod signals;
 pub mod survival;
 pub mod worker;
 
-pub use ar::{generate_ar, Generation, StopReason};
-pub use events::{DecodeEvent, EventSink, Mode, NullSink, RequestStats, VecSink};
-pub use scheduler::{Batching, DecodeOptions, Finished, Scheduler, Submit};
-pub use worker::{EngineCommand, EngineHandle, OptionsPatch, Timed};
+pub use ar::{generate_ar, Generation};
+pub use events::{
+    DecodeEvent, EventSink, Mode, NullSink, RequestStats, StopReason, Tally, VecSink,
+};
+pub use options::{Blocks, DecodeOptions, Preset};
+pub use scheduler::{Batching, Finished, Scheduler, Submit};
+pub use worker::{EngineCommand, EngineHandle, Timed};

@@ -3,13 +3,17 @@
 
 use serde::{Deserialize, Serialize};
 
+use std::collections::BTreeMap;
+
+use super::cost::CostModel;
+use super::events::BranchCount;
+pub use super::events::{BranchKind, BranchOutcome, MissReason};
 use super::round::Verdict;
 use super::signals::PosSignals;
 use crate::model::{AttnRule, LogitSel, Row};
 
-/// Which branch rows to build for a given number of crossings (reference §2.4), or,
-/// for `likely`, from the draft's own probabilities.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, clap::ValueEnum)]
+/// Which branch rows to build for a given number of crossings (reference §2.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum RowTable {
     /// ≤ 2 crossings: corrections + continuation; ≥ 3: P1, P2, P3.
@@ -24,9 +28,6 @@ pub enum RowTable {
     NoP3,
     /// P1 only, continuation while there are at most two crossings.
     P1ConditionalNew,
-    /// Not in the reference: the three rows likeliest to hit if the draft's
-    /// probabilities were right (see `likely_rows`); margins do not choose.
-    Likely,
 }
 
 /// One correction to build: the `risky`-list index of its position and which
@@ -34,7 +35,7 @@ pub enum RowTable {
 type Pick = (usize, usize);
 
 impl RowTable {
-    /// The name the command line and recordings use (`two_plus_new`, `likely`, ...).
+    /// The name the command line and recordings use (`two_plus_new`, `conditional_rank`, ...).
     pub fn name(self) -> String {
         serde_json::to_value(self)
             .ok()
@@ -42,7 +43,7 @@ impl RowTable {
             .unwrap_or_default()
     }
 
-    /// (corrections to build, build the continuation) for `crossings` (not `Likely`).
+    /// (corrections to build, build the continuation) for `crossings`.
     fn plan(self, crossings: usize) -> (Vec<Pick>, bool) {
         let first = |n: usize| (0..n.min(crossings)).map(|i| (i, 0)).collect();
         match (self, crossings) {
@@ -51,7 +52,7 @@ impl RowTable {
             (RowTable::P1ConditionalNew, 2) => (first(1), true),
             (_, 2) => (first(2), true),
             (RowTable::Multi, _) => (first(3), false),
-            (RowTable::TwoPlusNew | RowTable::Likely, _) => (first(2), true),
+            (RowTable::TwoPlusNew, _) => (first(2), true),
             (RowTable::ConditionalRank, _) => (vec![(0, 0), (0, 1), (1, 0)], false),
             (RowTable::NoP3, _) => (first(2), false),
             (RowTable::P1ConditionalNew, _) => (first(1), false),
@@ -61,26 +62,6 @@ impl RowTable {
 
 /// Most speculative rows fused with one verify row (reference §2.4: ≤ 4 rows in all).
 pub const MAX_BRANCH_ROWS: usize = 3;
-
-/// Kind of a speculative next-draft branch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
-#[serde(rename_all = "snake_case", tag = "type")]
-pub enum BranchKind {
-    /// Re-draft from the `rank`-th risky position with the alternative token.
-    Correction { rank: u8 },
-    /// Draft the next block assuming this one is fully accepted.
-    Continuation,
-}
-
-impl BranchKind {
-    /// Short label: P1, P2, P3 or new.
-    pub fn label(self) -> String {
-        match self {
-            BranchKind::Correction { rank } => format!("P{rank}"),
-            BranchKind::Continuation => "new".to_string(),
-        }
-    }
-}
 
 /// One branch row: `tokens[..causal_len]` is the causal draft prefix, the rest is the
 /// prospective next block `[alt | MASK, MASK × (B − 1)]`.
@@ -135,48 +116,6 @@ pub struct BranchRoom {
     pub budget: usize,
 }
 
-/// Corrections for `Likely` as (block position, alternative rank), and whether the
-/// continuation is among the likeliest rows. If the draft's probabilities were the
-/// verifier's, a correction at p with alternative a hits with probability
-/// Π_{j<p} P(d_j) · P(a at p) (everything before p accepted, then a chosen), and the
-/// continuation with Π_j P(d_j) · P(it predicts the bonus), the last factor taken as
-/// the block's mean draft probability. The `MAX_BRANCH_ROWS` best scores are built.
-fn likely_rows(block: &[u32], draft: &[PosSignals], banned: &[u32]) -> (Vec<(usize, usize)>, bool) {
-    let own_p = |i: usize| {
-        let s = &draft[i - 1];
-        s.top
-            .iter()
-            .find(|(id, _)| *id == block[i])
-            .map_or(0.0, |t| t.1)
-    };
-    // (score, position, alternative rank); position 0 stands for the continuation.
-    let mut scored: Vec<(f32, usize, usize)> = Vec::new();
-    let mut prefix = 1.0f32;
-    let mut sum = 0.0f32;
-    for p in 1..block.len() {
-        for k in 0..2 {
-            if let Some((_, q)) = draft[p - 1].alternatives(block[p], banned).nth(k) {
-                scored.push((prefix * q, p, k));
-            }
-        }
-        let q = own_p(p);
-        prefix *= q;
-        sum += q;
-    }
-    let mean = sum / (block.len() - 1).max(1) as f32;
-    scored.push((prefix * mean, 0, 0));
-    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
-    scored.truncate(MAX_BRANCH_ROWS);
-    let new = scored.iter().any(|r| r.1 == 0);
-    let mut picks: Vec<(usize, usize)> = scored
-        .into_iter()
-        .filter(|r| r.1 > 0)
-        .map(|r| (r.1, r.2))
-        .collect();
-    picks.sort_unstable();
-    (picks, new)
-}
-
 /// Builds the branch rows for a draft block per `table`. `banned` holds the mask and
 /// EOS ids (never an alternative).
 pub fn plan_branches(
@@ -190,18 +129,8 @@ pub fn plan_branches(
 ) -> Vec<Branch> {
     let b = block.len();
     // (rank label, block position, alternative rank)
-    let (corrections, new): (Vec<(usize, usize, usize)>, bool) = if table == RowTable::Likely {
-        let (picks, new) = likely_rows(block, draft, banned);
-        let labelled = picks
-            .into_iter()
-            .enumerate()
-            .map(|(i, (p, k))| (i + 1, p, k));
-        (labelled.collect(), new)
-    } else {
-        let (picks, new) = table.plan(risky.len());
-        let labelled = picks.into_iter().map(|(i, k)| (i + 1, risky[i], k));
-        (labelled.collect(), new)
-    };
+    let (picks, new) = table.plan(risky.len());
+    let corrections = picks.into_iter().map(|(i, k)| (i + 1, risky[i], k));
     let mut out = Vec::new();
     for (rank, p, k) in corrections {
         if p + b > room.context || p >= room.budget {
@@ -233,34 +162,6 @@ pub fn plan_branches(
         });
     }
     out
-}
-
-/// Why no branch was reused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MissReason {
-    /// No branch row was built this round.
-    NoBranches,
-    /// The first reject came before the first correction position.
-    Before,
-    /// The first reject fell between two correction positions.
-    Between,
-    /// The first reject came after the last correction position (or there was none).
-    After,
-    /// Reject at a correction position, but the verifier chose another token.
-    WrongCandidate,
-    /// Full block accepted but the continuation predicted another first token.
-    ContinuationMiss,
-    /// Full block accepted and no continuation was built.
-    ContinuationAbsent,
-}
-
-/// The fate of this round's branches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "outcome")]
-pub enum BranchOutcome {
-    Hit { index: usize, kind: BranchKind },
-    Miss { reason: MissReason },
 }
 
 /// Exact reuse rule (reference §2.5). `continuation_first` is the continuation's
@@ -316,6 +217,49 @@ pub fn resolve(
             None => miss(MissReason::ContinuationAbsent),
         },
     }
+}
+
+/// Online hit rates of each branch kind, with a prior: what the cost gate expects.
+#[derive(Debug, Clone, Default)]
+pub struct HitRates {
+    counts: BTreeMap<BranchKind, BranchCount>,
+}
+
+impl HitRates {
+    pub fn rate(&self, kind: BranchKind) -> f64 {
+        let (prior, n) = match kind {
+            BranchKind::Correction { rank: 1 } => (0.35, 4.0),
+            BranchKind::Correction { .. } => (0.2, 4.0),
+            BranchKind::Continuation => (0.5, 4.0),
+        };
+        let c = self.counts.get(&kind).cloned().unwrap_or_default();
+        (c.hits as f64 + prior * n) / (c.built as f64 + n)
+    }
+
+    /// A round's rows and the one that hit, if any.
+    pub fn record(&mut self, built: &[Branch], hit: Option<BranchKind>) {
+        for b in built {
+            self.counts.entry(b.kind).or_default().built += 1;
+        }
+        if let Some(k) = hit {
+            self.counts.entry(k).or_default().hits += 1;
+        }
+    }
+}
+
+/// The cost-aware gate (beyond the paper): keeps a branch row only when its expected
+/// saving, hit rate × this request's share of a draft forward of `block` tokens, covers
+/// the cost of its extra row in the fused forward.
+pub fn gate(
+    branches: &mut Vec<Branch>,
+    hits: &HitRates,
+    cost: &CostModel,
+    block: usize,
+    ctx: usize,
+    concurrency: usize,
+) {
+    let saving = cost.draft_row_ms(block, ctx) + cost.fixed_ms / concurrency.max(1) as f64;
+    branches.retain(|br| hits.rate(br.kind) * saving >= cost.row_ms(br.tokens.len(), ctx));
 }
 
 /// The next round's draft block from a hit: position 0 is the new seed.
@@ -440,53 +384,6 @@ mod tests {
             row[id as usize] = p.ln();
         }
         signals_of(&row, MASK)
-    }
-
-    #[test]
-    fn likely_builds_the_rows_most_likely_to_hit() {
-        let block = [10, 11, 12, 13, 14];
-        let draft = vec![
-            probs(&[(11, 0.98), (21, 0.01)]),
-            probs(&[(12, 0.5), (22, 0.45), (32, 0.04)]),
-            probs(&[(13, 0.9), (23, 0.09)]),
-            probs(&[(14, 0.6), (24, 0.39)]),
-        ];
-        // Scores: position 2 → 22: 0.98·0.45 = 0.44; continuation: 0.98·0.5·0.9·0.6 ·
-        // mean(0.98, 0.5, 0.9, 0.6) = 0.20; position 4 → 24: 0.98·0.5·0.9·0.39 = 0.17;
-        // position 3 → 23: 0.04; position 2 → 32: 0.04; position 1 → 21: 0.01.
-        let br = plan_branches(&block, &draft, &[], RowTable::Likely, MASK, &[MASK], room());
-        let got: Vec<(BranchKind, usize, Option<u32>)> =
-            br.iter().map(|b| (b.kind, b.at, b.alt)).collect();
-        assert_eq!(
-            got,
-            vec![
-                (BranchKind::Correction { rank: 1 }, 2, Some(22)),
-                (BranchKind::Correction { rank: 2 }, 4, Some(24)),
-                (BranchKind::Continuation, 5, None),
-            ]
-        );
-        // A confident block: the continuation, then the likeliest corrections; a
-        // position's second alternative can outrank a later position's first.
-        let sure = vec![
-            probs(&[(11, 0.99), (21, 0.005)]),
-            probs(&[(12, 0.6), (22, 0.3), (32, 0.09)]),
-            probs(&[(13, 0.99), (23, 0.005)]),
-            probs(&[(14, 0.99), (24, 0.005)]),
-        ];
-        let br = plan_branches(&block, &sure, &[], RowTable::Likely, MASK, &[MASK], room());
-        let got: Vec<(usize, Option<u32>)> = br.iter().map(|b| (b.at, b.alt)).collect();
-        assert_eq!(got, vec![(2, Some(22)), (2, Some(32)), (5, None)]);
-        // Banned ids are never alternatives.
-        let br = plan_branches(
-            &block,
-            &sure,
-            &[],
-            RowTable::Likely,
-            MASK,
-            &[MASK, 22],
-            room(),
-        );
-        assert!(br.iter().all(|b| b.alt != Some(22)));
     }
 
     #[test]

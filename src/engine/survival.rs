@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use anyhow::{ensure, Result};
 
-use super::adaptive::{self, History, RoundRecord, SurvivalSample};
+use super::policy::{verify_entropy, History, RoundRecord, SurvivalSample};
 use super::round;
 use super::signals;
 use crate::model::{AttnRule, LogitSel, Model, Row, RowBatch};
@@ -116,7 +116,7 @@ pub fn collect(
             block: b,
             advance: v.advance(),
             full: v.first_reject.is_none(),
-            verify_entropy: adaptive::verify_entropy(
+            verify_entropy: verify_entropy(
                 &sig.iter().map(|s| s.entropy).collect::<Vec<_>>(),
                 v.accepted,
             ),

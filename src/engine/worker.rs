@@ -10,17 +10,9 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
-use super::events::{DecodeEvent, EventSink, Mode, RequestId};
+use super::events::{DecodeEvent, EventSink, RequestId};
+use super::options::DecodeOptions;
 use super::scheduler::{Scheduler, Submit};
-
-/// Changes to live requests' options (absent fields stay as they are).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct OptionsPatch {
-    pub mode: Option<Mode>,
-    pub block: Option<usize>,
-    pub overlap: Option<bool>,
-    pub adaptive: Option<bool>,
-}
 
 /// Everything the engine can be asked to do.
 #[derive(Debug)]
@@ -35,8 +27,8 @@ pub enum EngineCommand {
     Resume,
     /// Run exactly one round, then stay paused.
     Step,
-    /// Change mode or block policy of the live requests.
-    SetOptions(OptionsPatch),
+    /// New options for the live requests (their token budget and sampling stay).
+    SetOptions(Box<DecodeOptions>),
     /// Wait this long between rounds (slow motion for people watching; zero: none).
     SetDelay(std::time::Duration),
     /// End the engine thread.
@@ -184,22 +176,8 @@ fn run(mut sched: Scheduler, rx: Receiver<EngineCommand>, mut sink: ChannelSink)
                     sink.emit(DecodeEvent::EngineState { paused });
                 }
                 EngineCommand::Step => step_once = true,
-                EngineCommand::SetOptions(p) => {
-                    let r = sched.set_options(|o| {
-                        if let Some(m) = p.mode {
-                            o.mode = m;
-                        }
-                        if let Some(b) = p.block {
-                            o.block = b;
-                        }
-                        if let Some(v) = p.overlap {
-                            o.overlap = v;
-                        }
-                        if let Some(v) = p.adaptive {
-                            o.adaptive = v;
-                        }
-                    });
-                    if let Err(e) = r {
+                EngineCommand::SetOptions(o) => {
+                    if let Err(e) = sched.set_options(&o) {
                         sink.emit(DecodeEvent::Error {
                             req: None,
                             message: format!("{e:#}"),

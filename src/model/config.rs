@@ -156,6 +156,25 @@ impl Config {
         self.rope().rope_theta.unwrap_or(10_000.0)
     }
 
+    /// Parameters the architecture has (embeddings, layers, norms, head), counted in
+    /// u128 so absurd configs cannot overflow.
+    pub fn param_count(&self) -> u128 {
+        let (v, h, i) = (
+            self.vocab_size as u128,
+            self.hidden_size as u128,
+            self.intermediate_size as u128,
+        );
+        let (nh, kv, hd) = (
+            self.num_attention_heads as u128,
+            self.num_kv_heads() as u128,
+            self.head_dim() as u128,
+        );
+        let attn = h * nh * hd * 2 + h * kv * hd * 2;
+        let layer = attn + 3 * h * i + 2 * h;
+        let head = if self.tie_word_embeddings { 0 } else { v * h };
+        v * h + self.num_hidden_layers as u128 * layer + h + head
+    }
+
     pub fn mask_token_id(&self) -> u32 {
         self.mask_token_id.unwrap_or(0)
     }

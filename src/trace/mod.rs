@@ -10,8 +10,10 @@ pub mod writer;
 
 use serde::{Deserialize, Serialize};
 
+use std::collections::HashSet;
+
 use crate::engine::events::{DecodeEvent, Mode, RequestId, EVENT_VERSION};
-use crate::engine::DecodeOptions;
+use crate::engine::options::{Blocks, DecodeOptions};
 
 pub use reader::{read_trace, Trace};
 pub use summary::Summary;
@@ -23,7 +25,7 @@ pub const FORMAT: &str = "specscope-trace";
 pub const TRACE_VERSION: u32 = 1;
 
 /// First line of a recording: what produced the events.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TraceHeader {
     pub format: String,
     pub version: u32,
@@ -38,34 +40,75 @@ pub struct TraceHeader {
     /// FNV-1a 64 of tokenizer.json, hex.
     pub tokenizer_hash: String,
     pub device: String,
-    pub mode: String,
-    /// `fixed:B` or `adaptive`.
-    pub block_policy: String,
-    pub overlap: bool,
+    /// The options the recorded requests start with.
+    pub options: DecodeOptions,
     /// How risky positions were defined.
     pub risk: RiskDefinition,
-    pub temperature: f32,
-    pub seed: u64,
+}
+
+impl<'de> Deserialize<'de> for TraceHeader {
+    /// This version's header, or event version 1's, whose options were strings
+    /// (`mode`, `block_policy`) and loose fields.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Raw {
+            format: String,
+            version: u32,
+            event_version: u32,
+            #[serde(default)]
+            app_version: String,
+            #[serde(default)]
+            created_unix: u64,
+            model: String,
+            #[serde(default)]
+            revision: Option<String>,
+            #[serde(default)]
+            tokenizer_hash: String,
+            device: String,
+            options: Option<DecodeOptions>,
+            risk: RiskDefinition,
+            // Event version 1.
+            mode: Option<Mode>,
+            block_policy: Option<Blocks>,
+            overlap: Option<bool>,
+            temperature: Option<f32>,
+            seed: Option<u64>,
+        }
+        let r = Raw::deserialize(d)?;
+        let options = match r.options {
+            Some(o) => o,
+            None => {
+                let mut o = DecodeOptions::default();
+                o.mode = r.mode.unwrap_or(o.mode);
+                o.blocks = r.block_policy.unwrap_or(o.blocks);
+                o.overlap = r.overlap.unwrap_or(o.overlap);
+                o.risk_threshold = r.risk.threshold;
+                o.sampling.temperature = r.temperature.unwrap_or(0.0);
+                o.sampling.seed = r.seed.unwrap_or(0);
+                o
+            }
+        };
+        Ok(TraceHeader {
+            format: r.format,
+            version: r.version,
+            event_version: r.event_version,
+            app_version: r.app_version,
+            created_unix: r.created_unix,
+            model: r.model,
+            revision: r.revision,
+            tokenizer_hash: r.tokenizer_hash,
+            device: r.device,
+            options,
+            risk: r.risk,
+        })
+    }
 }
 
 impl TraceHeader {
     /// States the decoding options the recorded requests start with.
     pub fn set_options(&mut self, o: &DecodeOptions) {
-        self.mode = serde_json::to_value(o.mode)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
-        self.block_policy = o.block_policy();
-        self.overlap = o.mode == Mode::Recguide && o.overlap;
+        self.options = o.clone();
         self.risk.threshold = o.risk_threshold;
-        self.temperature = o.sampling.temperature;
-        self.seed = o.sampling.seed;
-    }
-
-    /// The mode named in the header (RecGuide when it is not one this build knows).
-    pub fn decode_mode(&self) -> Mode {
-        serde_json::from_value(serde_json::Value::String(self.mode.clone()))
-            .unwrap_or(Mode::Recguide)
     }
 }
 
@@ -80,6 +123,7 @@ pub struct RiskDefinition {
 impl TraceHeader {
     /// A header with the current format and versions.
     pub fn new(model: String, device: String) -> Self {
+        let options = DecodeOptions::default();
         Self {
             format: FORMAT.into(),
             version: TRACE_VERSION,
@@ -92,15 +136,11 @@ impl TraceHeader {
             revision: None,
             tokenizer_hash: String::new(),
             device,
-            mode: "recguide".into(),
-            block_policy: "adaptive".into(),
-            overlap: true,
             risk: RiskDefinition {
                 metric: "margin".into(),
-                threshold: 0.5,
+                threshold: options.risk_threshold,
             },
-            temperature: 0.0,
-            seed: 0,
+            options,
         }
     }
 }
@@ -123,7 +163,7 @@ pub enum SessionEvent {
     /// The chat was cleared.
     ChatCleared,
     /// Statistics of the whole session (always the last line of a finished file).
-    SessionEnd { summary: Summary },
+    SessionEnd { summary: Box<Summary> },
 }
 
 /// One line of a recording after the header.
@@ -167,7 +207,35 @@ pub fn fnv1a_hex(bytes: &[u8]) -> String {
     format!("{h:016x}")
 }
 
-/// Every token id an event mentions (the recorder writes their text first).
+/// The token ids whose text has been written (recordings) or fed (the screen): the one
+/// place that decides which `token_text` line goes before an event.
+#[derive(Debug, Clone, Default)]
+pub struct TokenTexts {
+    known: HashSet<u32>,
+}
+
+impl TokenTexts {
+    /// The `token_text` event to put before `e`, for the ids not seen yet.
+    pub fn before(
+        &mut self,
+        e: &DecodeEvent,
+        text: impl Fn(u32) -> String,
+    ) -> Option<SessionEvent> {
+        let tokens: Vec<(u32, String)> = token_ids(e)
+            .into_iter()
+            .filter(|id| self.known.insert(*id))
+            .map(|id| (id, text(id)))
+            .collect();
+        (!tokens.is_empty()).then_some(SessionEvent::TokenText { tokens })
+    }
+
+    /// Forgets every id (a new recording must stand alone).
+    pub fn reset(&mut self) {
+        self.known.clear();
+    }
+}
+
+/// Every token id an event mentions (their text goes first).
 pub fn token_ids(e: &DecodeEvent) -> Vec<u32> {
     let mut ids = Vec::new();
     let mut views = |v: &[crate::engine::events::PosView]| {
@@ -212,19 +280,27 @@ mod tests {
         let mut h = TraceHeader::new("m".into(), "cpu".into());
         let o = DecodeOptions {
             mode: Mode::Linear,
-            block: 16,
+            blocks: Blocks::Fixed(16),
             risk_threshold: 0.3,
             ..DecodeOptions::default()
         };
         h.set_options(&o);
+        let back: TraceHeader = serde_json::from_str(&serde_json::to_string(&h).unwrap()).unwrap();
+        assert_eq!(back.options, o);
+        assert_eq!(back.risk.threshold, 0.3);
+    }
+
+    #[test]
+    fn version_1_headers_still_read() {
+        let v1 = r#"{"format":"specscope-trace","version":1,"event_version":1,"app_version":"0.1.0","created_unix":1,"model":"m","revision":null,"tokenizer_hash":"","device":"cpu","mode":"linear","block_policy":"fixed:8","overlap":false,"risk":{"metric":"margin","threshold":0.4},"temperature":0.0,"seed":0}"#;
+        let h: TraceHeader = serde_json::from_str(v1).unwrap();
         assert_eq!(
-            (h.mode.as_str(), h.block_policy.as_str()),
-            ("linear", "fixed:16")
+            (
+                h.options.mode,
+                h.options.blocks.clone(),
+                h.options.risk_threshold
+            ),
+            (Mode::Linear, Blocks::Fixed(8), 0.4)
         );
-        assert!(!h.overlap, "overlap only means something in RecGuide");
-        assert_eq!(h.risk.threshold, 0.3);
-        assert_eq!(h.decode_mode(), Mode::Linear);
-        h.mode = "warp".into();
-        assert_eq!(h.decode_mode(), Mode::Recguide);
     }
 }

@@ -22,7 +22,7 @@ impl Trace {
     /// The closing summary line, when the file has one.
     pub fn recorded_summary(&self) -> Option<&super::Summary> {
         self.events.iter().rev().find_map(|s| match &s.event {
-            TraceEvent::Session(SessionEvent::SessionEnd { summary }) => Some(summary),
+            TraceEvent::Session(SessionEvent::SessionEnd { summary }) => Some(&**summary),
             _ => None,
         })
     }
@@ -113,9 +113,9 @@ fn parse_header(raw: &[u8], name: &str) -> Result<TraceHeader> {
         );
     }
     let ev = value.get("event_version").and_then(Value::as_u64);
-    if ev != Some(u64::from(EVENT_VERSION)) {
+    if !ev.is_some_and(|v| (1..=u64::from(EVENT_VERSION)).contains(&v)) {
         bail!(
-            "{name}:1: unknown event version {} (this specscope reads version {EVENT_VERSION})",
+            "{name}:1: unknown event version {} (this specscope reads versions 1 to {EVENT_VERSION})",
             ev.map_or("(missing)".to_string(), |v| v.to_string())
         );
     }

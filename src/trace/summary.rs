@@ -1,5 +1,7 @@
 //! Session statistics folded from events: the same numbers for a live session, a
-//! replay and `specscope trace summary`.
+//! replay and `specscope trace summary`. Each request's rounds are rebuilt from its
+//! events into the engine's own [`RoundTally`] and counted by the same [`Tally`], so
+//! `run`, `bench` and a recording of the same requests agree.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
@@ -8,10 +10,9 @@ use serde::{Deserialize, Serialize};
 
 use super::TraceEvent;
 use crate::engine::events::{
-    count_in, hit_rate, ratio, BranchCount, DecodeEvent, Origin, RequestId,
+    count_in, hist_mean, ratio, BranchOutcome, DecodeEvent, Phase, RequestId, RoundTally,
+    StopReason, Tally,
 };
-use crate::engine::overlap::BranchOutcome;
-use crate::engine::StopReason;
 
 /// Acceptance lengths of one prompt family.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -23,134 +24,208 @@ pub struct FamilyStats {
 
 impl FamilyStats {
     pub fn mean(&self) -> f64 {
-        mean_of(&self.hist)
+        hist_mean(&self.hist)
     }
 }
 
-/// Statistics of a session (TPF: decode tokens / decode forwards, prefill excluded, a
-/// fused forward counts once).
+/// Physical forwards of a session (one shared by many requests counts once).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Summary {
-    pub requests: usize,
-    pub finished: usize,
-    pub cancelled: usize,
-    pub errors: usize,
-    pub rounds: usize,
-    /// Committed tokens, the prefill's first token included.
-    pub new_tokens: usize,
-    /// Committed tokens after each request's first.
-    pub decode_tokens: usize,
-    pub prefill_forwards: usize,
-    pub decode_forwards: usize,
+pub struct Forwards {
+    pub prefill: usize,
+    pub decode: usize,
     /// Rows and query tokens over the decode forwards.
     pub rows: usize,
     pub query_tokens: usize,
     /// Milliseconds spent in forwards (prefill included).
-    pub forward_ms: f64,
-    /// Rounds whose block came from a reused branch (each saved a draft forward).
-    pub reused_blocks: usize,
-    /// `accept_hist[a]` = rounds that advanced `a` tokens, every family together.
-    pub accept_hist: Vec<usize>,
+    pub ms: f64,
+}
+
+/// Statistics of a session.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(from = "AnySummary")]
+pub struct Summary {
+    /// Requests started; of those, finished (cancelled ones included) and failed.
+    pub requests: usize,
+    pub finished: usize,
+    pub cancelled: usize,
+    pub errors: usize,
+    /// Every request's rounds, forwards and tokens (the engine's per-request counts).
+    pub tally: Tally,
+    pub forwards: Forwards,
     /// Per prompt family (`chat` when a request had none).
     pub families: BTreeMap<String, FamilyStats>,
-    /// Rounds per block size.
-    #[serde(with = "int_keys")]
-    pub blocks: BTreeMap<usize, usize>,
-    /// Branch rows built and reused, by label (P1, P2, P3, new).
-    pub branches: BTreeMap<String, BranchCount>,
 }
 
-/// Integer map keys as JSON strings, read back even inside tagged enums (whose
-/// buffering loses serde_json's key parsing).
-mod int_keys {
-    use std::collections::BTreeMap;
-
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-    pub fn serialize<S: Serializer>(m: &BTreeMap<usize, usize>, s: S) -> Result<S::Ok, S::Error> {
-        m.serialize(s)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(
-        d: D,
-    ) -> Result<BTreeMap<usize, usize>, D::Error> {
-        BTreeMap::<String, usize>::deserialize(d)?
-            .into_iter()
-            .map(|(k, v)| {
-                k.parse().map(|k| (k, v)).map_err(|_| {
-                    serde::de::Error::custom(format!("block size `{k}` is not a number"))
-                })
-            })
-            .collect()
-    }
+/// A summary line as this version writes it, or as event version 1 did (flat, with
+/// string-keyed branch labels and no per-request forward kinds).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum AnySummary {
+    Now {
+        requests: usize,
+        finished: usize,
+        cancelled: usize,
+        errors: usize,
+        tally: Tally,
+        forwards: Forwards,
+        families: BTreeMap<String, FamilyStats>,
+    },
+    V1 {
+        requests: usize,
+        finished: usize,
+        cancelled: usize,
+        errors: usize,
+        rounds: usize,
+        new_tokens: usize,
+        decode_tokens: usize,
+        prefill_forwards: usize,
+        decode_forwards: usize,
+        rows: usize,
+        query_tokens: usize,
+        forward_ms: f64,
+        reused_blocks: usize,
+        accept_hist: Vec<usize>,
+        families: BTreeMap<String, FamilyStats>,
+        #[serde(with = "crate::engine::events::keyed")]
+        blocks: BTreeMap<usize, usize>,
+        #[serde(with = "crate::engine::events::keyed")]
+        branches: BTreeMap<crate::engine::events::BranchKind, crate::engine::events::BranchCount>,
+    },
 }
 
-fn mean_of(hist: &[usize]) -> f64 {
-    let (n, sum) = hist
-        .iter()
-        .enumerate()
-        .fold((0, 0), |(n, s), (a, c)| (n + c, s + a * c));
-    ratio(sum as f64, n as f64)
+impl From<AnySummary> for Summary {
+    fn from(a: AnySummary) -> Self {
+        match a {
+            AnySummary::Now {
+                requests,
+                finished,
+                cancelled,
+                errors,
+                tally,
+                forwards,
+                families,
+            } => Summary {
+                requests,
+                finished,
+                cancelled,
+                errors,
+                tally,
+                forwards,
+                families,
+            },
+            AnySummary::V1 {
+                requests,
+                finished,
+                cancelled,
+                errors,
+                rounds,
+                new_tokens,
+                decode_tokens,
+                prefill_forwards,
+                decode_forwards,
+                rows,
+                query_tokens,
+                forward_ms,
+                reused_blocks,
+                accept_hist,
+                families,
+                blocks,
+                branches,
+            } => Summary {
+                requests,
+                finished,
+                cancelled,
+                errors,
+                tally: Tally {
+                    new_tokens,
+                    decode_tokens,
+                    rounds,
+                    saved_drafts: reused_blocks,
+                    accept_hist,
+                    blocks,
+                    branches,
+                    ..Tally::default()
+                },
+                forwards: Forwards {
+                    prefill: prefill_forwards,
+                    decode: decode_forwards,
+                    rows,
+                    query_tokens,
+                    ms: forward_ms,
+                },
+                families,
+            },
+        }
+    }
 }
 
 impl Summary {
+    /// Decode tokens per physical decode forward: what the session's forwards bought.
     pub fn tpf(&self) -> f64 {
-        ratio(self.decode_tokens as f64, self.decode_forwards as f64)
-    }
-
-    /// Mean tokens advanced per round (bonus included).
-    pub fn mean_accept(&self) -> f64 {
-        mean_of(&self.accept_hist)
-    }
-
-    /// Reused branches / branch rows built.
-    pub fn hit_rate(&self) -> f64 {
-        hit_rate(&self.branches)
+        ratio(self.tally.decode_tokens as f64, self.forwards.decode as f64)
     }
 
     /// Tokens per second of forward time (what the engine spent, screen excluded).
     pub fn tokens_per_sec(&self) -> f64 {
-        ratio(self.new_tokens as f64, self.forward_ms / 1e3)
+        ratio(self.tally.new_tokens as f64, self.forwards.ms / 1e3)
+    }
+
+    /// Requests started and neither finished nor failed (a cut-off recording).
+    pub fn unfinished(&self) -> usize {
+        self.requests.saturating_sub(self.finished + self.errors)
     }
 
     /// A plain-text report (`specscope trace summary`).
     pub fn report(&self) -> String {
+        let t = &self.tally;
         let mut s = String::new();
-        let _ = writeln!(
-            s,
-            "requests {} (finished {}, cancelled {}, errors {})",
-            self.requests, self.finished, self.cancelled, self.errors
+        let mut head = format!(
+            "requests {}: {} answered, {} cancelled, {} failed",
+            self.requests,
+            self.finished.saturating_sub(self.cancelled),
+            self.cancelled,
+            self.errors
         );
+        if self.unfinished() > 0 {
+            let _ = write!(
+                head,
+                ", {} cut off (the recording ends mid-answer)",
+                self.unfinished()
+            );
+        }
+        let _ = writeln!(s, "{head}");
         let _ = writeln!(
             s,
-            "rounds {}  tokens {}  decode forwards {}  TPF {:.2}  mean acceptance {:.2}",
-            self.rounds,
-            self.new_tokens,
-            self.decode_forwards,
+            "rounds {}  tokens {}  physical decode forwards {}  TPF {:.2}  mean acceptance {:.2}",
+            t.rounds,
+            t.new_tokens,
+            self.forwards.decode,
             self.tpf(),
-            self.mean_accept()
+            t.mean_accept()
         );
         let _ = writeln!(
             s,
-            "forward time {:.1} ms  tokens/s {:.1}  reused blocks {}  branch hit rate {:.1}%",
-            self.forward_ms,
+            "forward time {:.1} ms  tokens/s {:.1}  reused blocks {}  branch hit rate {}",
+            self.forwards.ms,
             self.tokens_per_sec(),
-            self.reused_blocks,
-            100.0 * self.hit_rate()
+            t.saved_drafts,
+            if t.branches.is_empty() {
+                "- (no branch rows built)".to_string()
+            } else {
+                format!("{:.1}%", 100.0 * t.hit_rate())
+            }
         );
-        if !self.blocks.is_empty() {
-            let b: Vec<String> = self
-                .blocks
-                .iter()
-                .map(|(b, n)| format!("B{b}: {n}"))
-                .collect();
+        if !t.blocks.is_empty() {
+            let b: Vec<String> = t.blocks.iter().map(|(b, n)| format!("B{b}: {n}")).collect();
             let _ = writeln!(s, "block sizes  {}", b.join("  "));
         }
-        for (label, c) in &self.branches {
+        for (kind, c) in &t.branches {
             let _ = writeln!(
                 s,
-                "branch {label:<4} built {:>5}  hits {:>5}",
-                c.built, c.hits
+                "branch {:<4} built {:>5}  hits {:>5}",
+                kind.label(),
+                c.built,
+                c.hits
             );
         }
         for (fam, f) in &self.families {
@@ -171,13 +246,32 @@ impl Summary {
         }
         s
     }
+
+    /// The summary of a sequence of events.
+    pub fn of<'a>(events: impl IntoIterator<Item = &'a TraceEvent>) -> Summary {
+        let mut b = SummaryBuilder::default();
+        for e in events {
+            b.push(e);
+        }
+        b.summary()
+    }
 }
 
-/// Folds events into a [`Summary`], remembering each request's family.
+/// One request as the events show it so far.
+#[derive(Debug, Clone, Default)]
+struct Open {
+    family: String,
+    tally: Tally,
+    /// The round being assembled from its events.
+    round: RoundTally,
+}
+
+/// Folds events into a [`Summary`]: finished requests count with the engine's own
+/// statistics, requests still open (live, or cut off) with their rounds rebuilt.
 #[derive(Debug, Clone, Default)]
 pub struct SummaryBuilder {
-    pub summary: Summary,
-    family_of: HashMap<RequestId, String>,
+    done: Summary,
+    open: HashMap<RequestId, Open>,
 }
 
 impl SummaryBuilder {
@@ -188,47 +282,82 @@ impl SummaryBuilder {
         }
     }
 
+    /// The statistics so far.
+    pub fn summary(&self) -> Summary {
+        let mut s = self.done.clone();
+        for o in self.open.values() {
+            s.tally += &o.tally;
+        }
+        s
+    }
+
     pub fn push_decode(&mut self, e: &DecodeEvent) {
-        let s = &mut self.summary;
+        let s = &mut self.done;
         match e {
             DecodeEvent::RequestStarted { req, family, .. } => {
                 s.requests += 1;
-                self.family_of
-                    .insert(*req, family.clone().unwrap_or_else(|| "chat".into()));
+                self.open.insert(
+                    *req,
+                    Open {
+                        family: family.clone().unwrap_or_else(|| "chat".into()),
+                        ..Open::default()
+                    },
+                );
             }
-            DecodeEvent::BlockChosen { block, .. } => *s.blocks.entry(*block).or_default() += 1,
-            DecodeEvent::Drafted { reused, .. } => {
-                if reused.is_some() {
-                    s.reused_blocks += 1;
+            DecodeEvent::BlockChosen { req, block, .. } => {
+                if let Some(o) = self.open.get_mut(req) {
+                    o.round = RoundTally {
+                        block: *block,
+                        ..RoundTally::default()
+                    };
                 }
             }
-            DecodeEvent::BranchesBuilt { branches, .. } => {
-                for b in branches {
-                    s.branches.entry(b.kind.label()).or_default().built += 1;
+            DecodeEvent::Drafted {
+                req, block, reused, ..
+            } => {
+                if let Some(o) = self.open.get_mut(req) {
+                    o.round.block = block.len();
+                    o.round.reused = reused.is_some();
+                    o.round.drafted = reused.is_none();
                 }
             }
-            DecodeEvent::BranchResolved { outcome, .. } => {
-                if let BranchOutcome::Hit { kind, .. } = outcome {
-                    s.branches.entry(kind.label()).or_default().hits += 1;
+            DecodeEvent::BranchesBuilt { req, branches, .. } => {
+                if let Some(o) = self.open.get_mut(req) {
+                    o.round.branches = branches.iter().map(|b| b.kind).collect();
+                    o.round.branch_tokens = branches.iter().map(|b| b.tokens).sum();
                 }
             }
-            DecodeEvent::Verified { req, accepted, .. } => {
-                s.rounds += 1;
-                count_in(&mut s.accept_hist, accepted + 1);
-                let fam = self
-                    .family_of
-                    .get(req)
-                    .cloned()
-                    .unwrap_or_else(|| "chat".into());
-                let f = s.families.entry(fam).or_default();
-                f.rounds += 1;
-                count_in(&mut f.hist, accepted + 1);
+            DecodeEvent::Verified {
+                req,
+                accepted,
+                verifier_tokens,
+                ..
+            } => {
+                if let Some(o) = self.open.get_mut(req) {
+                    o.round.block = verifier_tokens.len();
+                    o.round.advance = accepted + 1;
+                    let f = s.families.entry(o.family.clone()).or_default();
+                    f.rounds += 1;
+                    count_in(&mut f.hist, accepted + 1);
+                }
+            }
+            DecodeEvent::BranchResolved { req, outcome, .. } => {
+                if let (Some(o), BranchOutcome::Hit { kind, .. }) =
+                    (self.open.get_mut(req), outcome)
+                {
+                    o.round.hit = Some(*kind);
+                }
             }
             DecodeEvent::Committed {
-                tokens, origins, ..
+                req, round, tokens, ..
             } => {
-                s.new_tokens += tokens.len();
-                s.decode_tokens += origins.iter().filter(|o| **o != Origin::Prefill).count();
+                if let Some(o) = self.open.get_mut(req) {
+                    o.tally.record_commit(tokens.len(), *round == 0);
+                    if *round > 0 {
+                        let r = std::mem::take(&mut o.round);
+                        o.tally.record_round(&r);
+                    }
+                }
             }
             DecodeEvent::Forward {
                 phase,
@@ -237,34 +366,35 @@ impl SummaryBuilder {
                 ms,
                 ..
             } => {
-                s.forward_ms += ms;
-                if phase == "prefill" {
-                    s.prefill_forwards += 1;
+                let f = &mut s.forwards;
+                f.ms += ms;
+                if *phase == Phase::Prefill {
+                    f.prefill += 1;
                 } else {
-                    s.decode_forwards += 1;
-                    s.rows += rows;
-                    s.query_tokens += query_tokens;
+                    f.decode += 1;
+                    f.rows += rows;
+                    f.query_tokens += query_tokens;
                 }
             }
-            DecodeEvent::RequestFinished { stop, .. } => {
+            DecodeEvent::RequestFinished {
+                req, stop, stats, ..
+            } => {
                 s.finished += 1;
                 if *stop == StopReason::Cancelled {
                     s.cancelled += 1;
                 }
+                // The engine's own counts are exact; the rebuilt ones only stand in
+                // while the request is open.
+                self.open.remove(req);
+                s.tally += &stats.tally;
             }
-            DecodeEvent::Error { .. } => s.errors += 1,
+            DecodeEvent::Error { req, .. } => {
+                s.errors += 1;
+                if let Some(o) = req.and_then(|r| self.open.remove(&r)) {
+                    s.tally += &o.tally;
+                }
+            }
             DecodeEvent::Prefilled { .. } | DecodeEvent::EngineState { .. } => {}
         }
-    }
-}
-
-impl Summary {
-    /// The summary of a sequence of events.
-    pub fn of<'a>(events: impl IntoIterator<Item = &'a TraceEvent>) -> Summary {
-        let mut b = SummaryBuilder::default();
-        for e in events {
-            b.push(e);
-        }
-        b.summary
     }
 }

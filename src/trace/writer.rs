@@ -105,8 +105,10 @@ impl Recorder {
             return Ok(());
         }
         self.finished = true;
-        let summary = self.summary.summary.clone();
-        self.write(&TraceEvent::Session(SessionEvent::SessionEnd { summary }))
+        let summary = self.summary.summary();
+        self.write(&TraceEvent::Session(SessionEvent::SessionEnd {
+            summary: Box::new(summary),
+        }))
     }
 }
 

@@ -1,4 +1,5 @@
-//! Byte-level BPE trained with the `tokenizers` crate, special tokens in NLD's manner.
+//! Byte-level BPE trained with the `tokenizers` crate, special tokens in NLD's manner,
+//! digits split one by one.
 
 use std::path::Path;
 
@@ -6,6 +7,9 @@ use anyhow::{anyhow, Result};
 use tokenizers::models::bpe::{BpeTrainerBuilder, BPE};
 use tokenizers::models::TrainerWrapper;
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+use tokenizers::pre_tokenizers::digits::Digits;
+use tokenizers::pre_tokenizers::sequence::Sequence;
+use tokenizers::pre_tokenizers::PreTokenizerWrapper;
 use tokenizers::{AddedToken, Tokenizer};
 
 use crate::model::synthetic::SPECIAL_TOKENS;
@@ -26,7 +30,12 @@ pub fn train_tokenizer(texts: &[String], vocab_size: usize, out: &Path) -> Resul
         .build();
     let mut trainer = TrainerWrapper::BpeTrainer(trainer);
     let mut tok = Tokenizer::new(BPE::default());
-    tok.with_pre_tokenizer(Some(ByteLevel::new(false, true, true)));
+    // Digits one by one (as Llama and Mistral tokenizers split them): a number's
+    // digits line up with its place values, which makes arithmetic learnable.
+    tok.with_pre_tokenizer(Some(Sequence::new(vec![
+        PreTokenizerWrapper::Digits(Digits::new(true)),
+        PreTokenizerWrapper::ByteLevel(ByteLevel::new(false, true, true)),
+    ])));
     tok.with_decoder(Some(ByteLevel::default()));
     tok.train(&mut trainer, texts.iter().map(String::as_str))
         .map_err(|e| anyhow!("tokenizer training failed: {e}"))?;

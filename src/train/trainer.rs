@@ -198,6 +198,38 @@ fn write_model_files(dir: &Path, spec: &Spec, varmap: &VarMap) -> Result<()> {
     Ok(())
 }
 
+/// Packs exchanges into sequences of `len` tokens that each start at an exchange, so
+/// an answer is trained on with its prompt in view (copying from the prompt is what
+/// the model must learn). Whole exchanges fill a sequence; the room left takes the
+/// start of the next one, which then opens the next sequence in full. An exchange
+/// longer than `len` is cut.
+pub fn pack(exchanges: &[Vec<u32>], len: usize) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut seq: Vec<u32> = Vec::with_capacity(len);
+    let mut i = 0;
+    while i < exchanges.len() {
+        let e = &exchanges[i];
+        if seq.len() + e.len() <= len {
+            seq.extend_from_slice(e);
+            i += 1;
+            if seq.len() == len {
+                out.append(&mut seq);
+            }
+            continue;
+        }
+        if seq.is_empty() {
+            // Longer than a sequence: its first `len` tokens.
+            out.extend_from_slice(&e[..len]);
+            i += 1;
+            continue;
+        }
+        let room = len - seq.len();
+        seq.extend_from_slice(&e[..room]);
+        out.append(&mut seq);
+    }
+    out
+}
+
 /// Writes the held-out prompt files, none of which occur in the training exchanges.
 fn write_heldout(dir: &Path, o: &TrainOptions) -> Result<()> {
     std::fs::create_dir_all(dir)?;
@@ -253,14 +285,16 @@ pub fn train(o: &TrainOptions, command: &str) -> Result<TrainState> {
         tokenizer.get_vocab_size(true),
         spec.vocab_size
     );
-    let mut stream: Vec<u32> = Vec::new();
+    let mut encoded: Vec<Vec<u32>> = Vec::with_capacity(texts.len());
     for t in &texts {
         let enc = tokenizer
             .encode(t.as_str(), false)
             .map_err(|e| anyhow!("tokenize corpus: {e}"))?;
-        stream.extend_from_slice(enc.get_ids());
+        encoded.push(enc.get_ids().to_vec());
     }
-    let seqs: Vec<&[u32]> = stream.chunks_exact(o.seq_len).collect();
+    let packed = pack(&encoded, o.seq_len);
+    let seqs: Vec<&[u32]> = packed.chunks_exact(o.seq_len).collect();
+    let stream_len: usize = encoded.iter().map(Vec::len).sum();
     ensure!(
         seqs.len() >= o.batch,
         "corpus too small: {} sequences",
@@ -269,8 +303,8 @@ pub fn train(o: &TrainOptions, command: &str) -> Result<TrainState> {
     eprintln!(
         "specscope train: {} exchanges, {} tokens ({:.0} per exchange), {} sequences of {}; corpus + tokenizer in {:.1}s",
         texts.len(),
-        stream.len(),
-        stream.len() as f64 / texts.len() as f64,
+        stream_len,
+        stream_len as f64 / texts.len() as f64,
         seqs.len(),
         o.seq_len,
         started.elapsed().as_secs_f64()
@@ -411,4 +445,32 @@ pub fn special_ids() -> BTreeMap<&'static str, usize> {
         .enumerate()
         .map(|(i, t)| (*t, i))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pack;
+
+    #[test]
+    fn pack_starts_every_sequence_at_an_exchange() {
+        let ex = vec![
+            vec![1, 1, 1],
+            vec![2, 2],
+            vec![3, 3, 3, 3],
+            vec![4; 9],
+            vec![5],
+        ];
+        let out = pack(&ex, 4);
+        let seqs: Vec<&[u32]> = out.chunks(4).collect();
+        assert_eq!(
+            seqs,
+            [
+                &[1, 1, 1, 2][..],
+                &[2, 2, 3, 3],
+                &[3, 3, 3, 3],
+                &[4, 4, 4, 4],
+            ]
+        );
+        assert_eq!(out.len() % 4, 0, "the unfinished last sequence is dropped");
+    }
 }

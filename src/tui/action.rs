@@ -41,6 +41,10 @@ pub enum Action {
     CopyLast,
     /// Colour the answer by where each token came from.
     ToggleOrigins,
+    /// Mouse wheel scrolls the chat, or the mouse selects text (toggle).
+    ToggleMouse,
+    /// Put the next example prompt in the input box.
+    Example,
     /// Pause or resume decoding (or replay).
     TogglePause,
     /// Run one round, then stay paused.
@@ -97,6 +101,8 @@ impl Action {
         Action::Clear,
         Action::CopyLast,
         Action::ToggleOrigins,
+        Action::ToggleMouse,
+        Action::Example,
         Action::TogglePause,
         Action::Step,
         Action::RoundPrev,
@@ -144,6 +150,8 @@ impl Action {
             Action::Clear => "clear the chat",
             Action::CopyLast => "copy the last answer (OSC 52)",
             Action::ToggleOrigins => "colour answer by origin",
+            Action::ToggleMouse => "mouse: wheel scrolls / select text",
+            Action::Example => "insert an example prompt",
             Action::TogglePause => "pause / resume",
             Action::Step => "step one round (paused)",
             Action::RoundPrev => "previous round",
@@ -157,7 +165,7 @@ impl Action {
             Action::ToggleAdaptive => "adaptive block size on/off",
             Action::ToggleOverlap => "overlap branches on/off",
             Action::Slower => "slower (slow motion)",
-            Action::Faster => "faster",
+            Action::Faster => "faster (to full speed)",
             Action::ToggleRecord => "start / stop recording",
             Action::SeekBack => "replay: back 10 rounds",
             Action::SeekForward => "replay: forward 10 rounds",

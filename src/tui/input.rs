@@ -12,6 +12,16 @@ pub enum InputEdit {
     Right,
     Home,
     End,
+    /// Ctrl+U: delete to the start of the line.
+    KillToStart,
+    /// Ctrl+K: delete to the end of the line.
+    KillToEnd,
+    /// Ctrl+W: delete the word before the cursor.
+    DeleteWordBack,
+    /// Alt+B: one word back.
+    WordLeft,
+    /// Alt+F: one word forward.
+    WordRight,
 }
 
 /// Text being typed, a cursor (byte offset) and the previously sent messages.
@@ -63,16 +73,63 @@ impl Input {
                     self.cursor += c.len_utf8();
                 }
             }
-            InputEdit::Home => {
-                self.cursor = self.text[..self.cursor].rfind('\n').map_or(0, |i| i + 1);
+            InputEdit::Home => self.cursor = self.line_start(),
+            InputEdit::End => self.cursor = self.line_end(),
+            InputEdit::KillToStart => {
+                let start = self.line_start();
+                self.text.replace_range(start..self.cursor, "");
+                self.cursor = start;
             }
-            InputEdit::End => {
-                self.cursor += self.text[self.cursor..]
-                    .find('\n')
-                    .unwrap_or(self.text.len() - self.cursor);
+            InputEdit::KillToEnd => {
+                let end = self.line_end();
+                self.text.replace_range(self.cursor..end, "");
             }
+            InputEdit::DeleteWordBack => {
+                let start = self.word_left();
+                self.text.replace_range(start..self.cursor, "");
+                self.cursor = start;
+            }
+            InputEdit::WordLeft => self.cursor = self.word_left(),
+            InputEdit::WordRight => self.cursor = self.word_right(),
         }
         self.browsing = None;
+    }
+
+    fn line_start(&self) -> usize {
+        self.text[..self.cursor].rfind('\n').map_or(0, |i| i + 1)
+    }
+
+    fn line_end(&self) -> usize {
+        self.cursor
+            + self.text[self.cursor..]
+                .find('\n')
+                .unwrap_or(self.text.len() - self.cursor)
+    }
+
+    /// The start of the word before the cursor (spaces before it skipped).
+    fn word_left(&self) -> usize {
+        let before = &self.text[..self.cursor];
+        let trimmed = before.trim_end_matches(|c: char| !c.is_alphanumeric());
+        trimmed
+            .rfind(|c: char| !c.is_alphanumeric())
+            .map_or(0, |i| {
+                i + trimmed[i..].chars().next().map_or(1, char::len_utf8)
+            })
+    }
+
+    /// The end of the word after the cursor.
+    fn word_right(&self) -> usize {
+        let after = &self.text[self.cursor..];
+        let skip = after.len()
+            - after
+                .trim_start_matches(|c: char| !c.is_alphanumeric())
+                .len();
+        let rest = &after[skip..];
+        self.cursor
+            + skip
+            + rest
+                .find(|c: char| !c.is_alphanumeric())
+                .unwrap_or(rest.len())
     }
 
     /// Lines of text (an empty input is one line).
@@ -168,5 +225,26 @@ mod tests {
         i.history_next();
         i.history_next();
         assert_eq!(i.text, "y");
+    }
+
+    #[test]
+    fn readline_keys() {
+        let mut i = Input::default();
+        i.edit(InputEdit::Paste("write a fün list".into()));
+        i.edit(InputEdit::WordLeft);
+        assert_eq!(&i.text[i.cursor..], "list");
+        i.edit(InputEdit::WordLeft);
+        assert_eq!(&i.text[i.cursor..], "fün list");
+        i.edit(InputEdit::WordRight);
+        assert_eq!(&i.text[i.cursor..], " list");
+        i.edit(InputEdit::DeleteWordBack);
+        assert_eq!(i.text, "write a  list");
+        i.edit(InputEdit::KillToEnd);
+        assert_eq!(i.text, "write a ");
+        i.edit(InputEdit::Left);
+        i.edit(InputEdit::KillToStart);
+        assert_eq!((i.text.as_str(), i.cursor), (" ", 0));
+        i.edit(InputEdit::End);
+        assert_eq!(i.cursor, 1);
     }
 }

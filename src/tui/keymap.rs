@@ -113,12 +113,45 @@ impl Keymap {
             .collect()
     }
 
-    /// The first key bound to `action` (for hints), or `-`.
+    /// The first key bound to `action`, as people write keys (`Ctrl+R`, `F5`), or `-`.
     pub fn hint(&self, action: Action) -> String {
         self.keys_for(action)
             .first()
-            .map_or("-".to_string(), |k| k.to_string())
+            .map_or("-".to_string(), |k| pretty(k))
     }
+}
+
+/// A keymap key as people write it: `ctrl-r` → `Ctrl+R`, `f5` → `F5`, `alt-minus` →
+/// `Alt+-`.
+pub fn pretty(spec: &str) -> String {
+    let (mods, key) = match spec.rsplit_once('-') {
+        // `alt--`: the key itself is `-`.
+        Some((m, "")) => (m.trim_end_matches('-'), "-"),
+        Some((m, k)) => (m, k),
+        None => ("", spec),
+    };
+    let key = match key {
+        "minus" => "-".to_string(),
+        "pageup" => "PgUp".to_string(),
+        "pagedown" => "PgDn".to_string(),
+        k if k.len() == 1 => k.to_uppercase(),
+        k => {
+            let mut c = k.chars();
+            c.next()
+                .map(|f| f.to_uppercase().chain(c).collect())
+                .unwrap_or_default()
+        }
+    };
+    let mut out = String::new();
+    for m in mods.split('-').filter(|m| !m.is_empty()) {
+        let mut c = m.chars();
+        if let Some(f) = c.next() {
+            out.extend(f.to_uppercase().chain(c));
+            out.push('+');
+        }
+    }
+    out.push_str(&key);
+    out
 }
 
 /// Parses a keymap file; `None` actions unbind.

@@ -28,6 +28,17 @@ fn input_height(lines: usize) -> u16 {
     (lines.clamp(1, 6) as u16) + 2
 }
 
+/// Rows of the history pane for `main` rows beside the chat: the round pane comes
+/// first (the draft and its verdict must show), the history takes what is left up to
+/// 14 rows, never under 8.
+fn history_height(main: u16) -> u16 {
+    if main >= 34 {
+        14
+    } else {
+        main.saturating_sub(15).clamp(8, 14)
+    }
+}
+
 pub fn layout(area: Rect, input_lines: usize) -> Areas {
     let [main, status] = Layout::vertical([Constraint::Min(1), Constraint::Length(1)]).areas(area);
     let [left, right] =
@@ -37,8 +48,11 @@ pub fn layout(area: Rect, input_lines: usize) -> Areas {
         Constraint::Length(input_height(input_lines)),
     ])
     .areas(left);
-    let [round, history] =
-        Layout::vertical([Constraint::Min(10), Constraint::Length(14)]).areas(right);
+    let [round, history] = Layout::vertical([
+        Constraint::Min(1),
+        Constraint::Length(history_height(main.height)),
+    ])
+    .areas(right);
     Areas {
         chat,
         input,
@@ -57,6 +71,7 @@ pub fn chat_text_area(area: Rect, input_lines: usize) -> Rect {
 
 pub fn draw(f: &mut Frame, s: &State, theme: &Theme, keys: &Keymap) {
     let area = f.area();
+    f.render_widget(Block::default().style(theme.background), area);
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
         let msg = format!(
             "The terminal is too small for specscope: {}x{}, needs at least {MIN_WIDTH}x{MIN_HEIGHT}.\nMake the window bigger (Ctrl+Q quits).",
@@ -70,17 +85,17 @@ pub fn draw(f: &mut Frame, s: &State, theme: &Theme, keys: &Keymap) {
         );
         return;
     }
-    let a = layout(area, s.input.line_count());
-    panes::chat::draw(f, a.chat, a.input, s, theme);
-    panes::round::draw(f, a.round, s, theme);
+    let a = layout(area, s.chat.input.line_count());
+    panes::chat::draw(f, a.chat, a.input, s, theme, keys);
+    panes::round::draw(f, a.round, s, theme, keys);
     panes::history::draw(f, a.history, s, theme);
     panes::status::draw(f, a.status, s, theme, keys);
     if s.help {
-        let w = area.width.min(100);
-        let h = area.height.saturating_sub(4).min(44);
-        let r = Rect::new(area.x + (area.width - w) / 2, area.y + 2, w, h);
+        let w = area.width.saturating_sub(4).min(100);
+        let h = area.height.saturating_sub(2);
+        let r = Rect::new(area.x + (area.width - w) / 2, area.y + 1, w, h);
         f.render_widget(Clear, r);
-        panes::help::draw(f, r, theme, keys);
+        panes::help::draw(f, r, s, theme, keys);
     }
 }
 

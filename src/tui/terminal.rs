@@ -5,7 +5,7 @@ use std::io::{stdout, Write};
 use std::sync::Once;
 
 use anyhow::{Context, Result};
-use crossterm::event::{DisableBracketedPaste, EnableBracketedPaste};
+use crossterm::event::{DisableBracketedPaste, DisableMouseCapture, EnableBracketedPaste};
 use crossterm::terminal::{
     disable_raw_mode, enable_raw_mode, EnterAlternateScreen, LeaveAlternateScreen,
 };
@@ -18,6 +18,7 @@ pub fn restore() {
     let _ = disable_raw_mode();
     let _ = execute!(
         stdout(),
+        DisableMouseCapture,
         DisableBracketedPaste,
         LeaveAlternateScreen,
         cursor::Show

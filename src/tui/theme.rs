@@ -34,6 +34,14 @@ macro_rules! roles {
                 Self { name: name.to_string(), $($role: Style::default(),)* }
             }
 
+            /// The style of a role by name.
+            pub fn get(&self, role: &str) -> Option<Style> {
+                match role {
+                    $(stringify!($role) => Some(self.$role),)*
+                    _ => None,
+                }
+            }
+
             fn set(&mut self, role: &str, style: Style) -> bool {
                 match role {
                     $(stringify!($role) => self.$role = style,)*
@@ -74,6 +82,8 @@ roles! {
     bar_partial: "History bars of rounds with a reject.",
     bar_reused: "History bars of rounds that reused a branch.",
     help_key: "Keys in the help.",
+    background: "The whole screen under the panes (a light theme paints its own).",
+    code: "Code blocks in answers.",
 }
 
 #[derive(Debug, Deserialize)]
@@ -281,11 +291,19 @@ mod tests {
 
     #[test]
     fn basic16_uses_only_ansi_colours() {
+        // Every role, from the file itself: a role set to a truecolour or indexed
+        // colour fails, whichever it is.
+        let text = BUILTIN.iter().find(|b| b.0 == "basic16").unwrap().1;
+        let file = parse_file(text, "basic16").unwrap();
+        assert_eq!(file.styles.len(), ROLES.len(), "basic16 sets every role");
         let t = Theme::builtin("basic16").unwrap();
-        let styles = [t.risky, t.rejected, t.accepted, t.hit, t.bonus, t.status];
-        for s in styles {
+        for role in ROLES {
+            let s = t.get(role).unwrap();
             for c in [s.fg, s.bg].into_iter().flatten() {
-                assert!(!matches!(c, Color::Rgb(..) | Color::Indexed(_)), "{c:?}");
+                assert!(
+                    !matches!(c, Color::Rgb(..) | Color::Indexed(_)),
+                    "{role}: {c:?}"
+                );
             }
         }
     }

@@ -1,5 +1,6 @@
-//! The chat: turns with their answers streaming in, optionally coloured by where each
-//! token came from, and the input box.
+//! The chat: turns with their answers streaming in (code blocks and lists laid out as
+//! blocks, or the text coloured by where each token came from), the model's
+//! introduction while the chat is empty, and the input box.
 
 use ratatui::layout::{Margin, Position, Rect};
 use ratatui::style::Style;
@@ -9,14 +10,20 @@ use ratatui::Frame;
 use unicode_width::UnicodeWidthChar;
 
 use crate::engine::events::Origin;
-use crate::engine::StopReason;
+use crate::tui::action::Action;
+use crate::tui::keymap::Keymap;
 use crate::tui::render::pane;
 use crate::tui::state::{Role, State, Turn, TurnStatus};
 use crate::tui::theme::Theme;
 
 /// Wraps styled pieces to `width` columns at spaces where possible; `\n` breaks.
-pub fn wrap(pieces: &[(String, Style)], width: usize) -> Vec<Line<'static>> {
-    let width = width.max(1);
+/// Continuation lines start with `indent` (a list item's hanging indent).
+pub fn wrap_indented(
+    pieces: &[(String, Style)],
+    width: usize,
+    indent: usize,
+) -> Vec<Line<'static>> {
+    let width = width.max(indent + 1);
     let mut lines: Vec<Vec<(String, Style)>> = vec![Vec::new()];
     let mut col = 0usize;
     // Words keep their trailing spaces; a word wider than the line is cut.
@@ -37,24 +44,29 @@ pub fn wrap(pieces: &[(String, Style)], width: usize) -> Vec<Line<'static>> {
             words.push((word, *style, false));
         }
     }
+    let new_line = |lines: &mut Vec<Vec<(String, Style)>>, col: &mut usize| {
+        lines.push(Vec::new());
+        if indent > 0 {
+            push_piece(lines.last_mut(), " ".repeat(indent), Style::default());
+        }
+        *col = indent;
+    };
     for (word, style, nl) in words {
         let w: usize = word.chars().map(|c| c.width().unwrap_or(0)).sum();
         let trimmed = word.trim_end_matches(' ');
         let tw: usize = trimmed.chars().map(|c| c.width().unwrap_or(0)).sum();
-        if col > 0 && col + tw > width {
-            lines.push(Vec::new());
-            col = 0;
+        if col > indent && col + tw > width {
+            new_line(&mut lines, &mut col);
         }
         let mut rest = word.as_str();
-        if w > width {
+        if w > width - indent {
             // Hard-break a long word.
             let mut chunk = String::new();
             for c in rest.chars() {
                 let cw = c.width().unwrap_or(0);
                 if col + cw > width {
                     push_piece(lines.last_mut(), std::mem::take(&mut chunk), style);
-                    lines.push(Vec::new());
-                    col = 0;
+                    new_line(&mut lines, &mut col);
                 }
                 chunk.push(c);
                 col += cw;
@@ -84,6 +96,11 @@ pub fn wrap(pieces: &[(String, Style)], width: usize) -> Vec<Line<'static>> {
         .collect()
 }
 
+/// Wraps styled pieces to `width` columns.
+pub fn wrap(pieces: &[(String, Style)], width: usize) -> Vec<Line<'static>> {
+    wrap_indented(pieces, width, 0)
+}
+
 fn push_piece(line: Option<&mut Vec<(String, Style)>>, text: String, style: Style) {
     if let (Some(line), false) = (line, text.is_empty()) {
         match line.last_mut() {
@@ -102,61 +119,98 @@ fn origin_style(o: Origin, t: &Theme) -> Style {
     }
 }
 
-fn header(turn: &Turn, s: &State, t: &Theme) -> Line<'static> {
+/// A turn's header, wrapped to `width`: who, and for an answer what decoded it.
+fn header(turn: &Turn, s: &State, t: &Theme, width: usize) -> Vec<Line<'static>> {
     match turn.role {
-        Role::User => Line::from(Span::styled("you", t.user)),
+        Role::User => vec![Line::from(Span::styled("you", t.user))],
         Role::Assistant => {
-            let mut spans = vec![Span::styled("specscope", t.assistant)];
-            if let Some(info) = turn.req.and_then(|r| s.requests.get(&r)) {
-                spans.push(Span::styled(
-                    format!("  {} {}", mode_name(info.mode), info.block_policy),
-                    t.dim,
-                ));
+            let mut spans = vec![("specscope".to_string(), t.assistant)];
+            if let Some(info) = turn.req.and_then(|r| s.session.requests.get(&r)) {
+                spans.push((format!("  {}", info.label), t.dim));
             }
             let (label, style) = match &turn.status {
                 TurnStatus::Streaming => ("  …".to_string(), t.dim),
-                TurnStatus::Done(StopReason::Eos) => (String::new(), t.dim),
-                TurnStatus::Done(StopReason::MaxTokens) => ("  [token limit]".into(), t.warning),
-                TurnStatus::Done(StopReason::Context) => ("  [context full]".into(), t.warning),
-                TurnStatus::Done(StopReason::Cancelled) => ("  [stopped]".into(), t.warning),
+                TurnStatus::Done(crate::engine::StopReason::Eos) => (String::new(), t.dim),
+                TurnStatus::Done(stop) => (format!("  [{}]", stop.describe()), t.warning),
                 TurnStatus::Failed(m) => (format!("  [error: {m}]"), t.error),
             };
             if !label.is_empty() {
-                spans.push(Span::styled(label, style));
+                spans.push((label, style));
             }
-            Line::from(spans)
+            wrap(&spans, width)
         }
     }
 }
 
-pub fn mode_name(m: crate::engine::Mode) -> &'static str {
-    match m {
-        crate::engine::Mode::Ar => "AR",
-        crate::engine::Mode::Linear => "LinearSS",
-        crate::engine::Mode::Recguide => "RecGuide",
+/// A list item's marker width (`- `, `* `, `12. `), if the line is one.
+fn list_marker(line: &str) -> Option<usize> {
+    let body = line.trim_start();
+    let lead = line.len() - body.len();
+    if body.starts_with("- ") || body.starts_with("* ") {
+        return Some(lead + 2);
     }
+    let digits = body.chars().take_while(char::is_ascii_digit).count();
+    (digits > 0 && body[digits..].starts_with(". ")).then_some(lead + digits + 2)
+}
+
+/// Answer text laid out as blocks: fenced code in the code style, unwrapped lines cut
+/// at the width; list items with a hanging indent; paragraphs wrapped.
+fn blocks(text: &str, width: usize, t: &Theme) -> Vec<Line<'static>> {
+    let mut out = Vec::new();
+    let mut in_code = false;
+    for line in text.split('\n') {
+        if line.trim_start().starts_with("```") {
+            in_code = !in_code;
+            out.push(Line::styled(line.to_string(), t.dim));
+            continue;
+        }
+        if in_code {
+            // Code keeps its columns: wrapped hard, never at spaces.
+            let mut chunk = String::new();
+            let mut col = 0;
+            for c in format!("  {line}").chars() {
+                let cw = c.width().unwrap_or(0);
+                if col + cw > width.max(1) {
+                    out.push(Line::styled(std::mem::take(&mut chunk), t.code));
+                    col = 0;
+                }
+                chunk.push(c);
+                col += cw;
+            }
+            out.push(Line::styled(chunk, t.code));
+            continue;
+        }
+        let indent = list_marker(line).unwrap_or(0);
+        out.extend(wrap_indented(&[(line.to_string(), t.text)], width, indent));
+    }
+    out
 }
 
 /// One turn's wrapped lines at `width` columns: header, text, a blank line.
 fn turn_lines(turn: &Turn, s: &State, width: u16, t: &Theme) -> Vec<Line<'static>> {
-    let mut out = vec![header(turn, s, t)];
+    let w = usize::from(width);
+    let mut out = header(turn, s, t, w);
     let text = turn.text.trim_end_matches('\n');
-    let pieces: Vec<(String, Style)> = if s.origins && !turn.pieces.is_empty() {
-        turn.pieces
+    if s.chat.origins && !turn.pieces.is_empty() {
+        let pieces: Vec<(String, Style)> = turn
+            .pieces
             .iter()
             .map(|(p, o)| (p.clone(), origin_style(*o, t)))
-            .collect()
+            .collect();
+        out.extend(wrap(&pieces, w));
+    } else if turn.role == Role::Assistant {
+        out.extend(blocks(text, w, t));
     } else {
-        vec![(text.to_string(), t.text)]
-    };
-    out.extend(wrap(&pieces, usize::from(width)));
+        out.extend(wrap(&[(text.to_string(), t.text)], w));
+    }
     out.push(Line::default());
     out
 }
 
 /// Every wrapped line of the transcript at `width` columns.
 pub fn lines(s: &State, width: u16, t: &Theme) -> Vec<Line<'static>> {
-    s.transcript
+    s.chat
+        .transcript
         .iter()
         .flat_map(|turn| turn_lines(turn, s, width, t))
         .collect()
@@ -167,7 +221,7 @@ pub fn lines(s: &State, width: u16, t: &Theme) -> Vec<Line<'static>> {
 fn tail_lines(s: &State, width: u16, height: usize, t: &Theme) -> Vec<Line<'static>> {
     let mut turns: Vec<Vec<Line<'static>>> = Vec::new();
     let mut n = 0;
-    for turn in s.transcript.iter().rev() {
+    for turn in s.chat.transcript.iter().rev() {
         if n >= height {
             break;
         }
@@ -178,65 +232,120 @@ fn tail_lines(s: &State, width: u16, height: usize, t: &Theme) -> Vec<Line<'stat
     turns.into_iter().rev().flatten().collect()
 }
 
-/// Wrapped lines at `width` (the reducer scrolls with it).
-pub fn line_count(s: &State, width: u16) -> usize {
-    lines(s, width, &Theme::dark()).len()
+/// Wrapped lines at `width` (the app tells the reducer, which bounds the scroll).
+pub fn line_count(s: &State, width: u16, t: &Theme) -> usize {
+    lines(s, width, t).len()
 }
 
-pub fn draw(f: &mut Frame, area: Rect, input_area: Rect, s: &State, t: &Theme) {
+/// The empty chat: what the model is, what to try, how to watch.
+fn intro(s: &State, t: &Theme, keys: &Keymap, width: usize) -> Vec<Line<'static>> {
+    let mut out = vec![Line::styled(
+        "specscope: watch a model draft and verify, round by round",
+        t.title,
+    )];
+    for l in &s.session.about {
+        out.extend(wrap(&[(l.clone(), t.text)], width));
+    }
+    if !s.session.examples.is_empty() {
+        out.push(Line::default());
+        out.push(Line::styled(
+            format!(
+                "Try one ({} puts it in the box):",
+                keys.hint(Action::Example)
+            ),
+            t.dim,
+        ));
+        for e in s.session.examples.iter().take(6) {
+            out.extend(wrap_indented(&[(format!("• {e}"), t.user)], width, 2));
+        }
+    }
+    out.push(Line::default());
+    let k = |a| keys.hint(a);
+    for l in [
+        format!(
+            "Answers play in slow motion: {} faster (to full speed), {} slower.",
+            k(Action::Faster),
+            k(Action::Slower)
+        ),
+        format!(
+            "{} pauses, {} steps one round, {} walks back, {} inspects a position.",
+            k(Action::TogglePause),
+            k(Action::Step),
+            k(Action::RoundPrev),
+            k(Action::PosNext)
+        ),
+        format!("{} explains every figure on the screen.", k(Action::Help)),
+    ] {
+        out.extend(wrap(&[(l, t.dim)], width));
+    }
+    out
+}
+
+pub fn draw(f: &mut Frame, area: Rect, input_area: Rect, s: &State, t: &Theme, keys: &Keymap) {
     let inner = area.inner(Margin::new(1, 1));
     let h = usize::from(inner.height);
-    let all = if s.follow {
-        tail_lines(s, inner.width, h, t)
+    let chat = &s.chat;
+    if chat.transcript.is_empty() && !s.replaying() {
+        let lines = intro(s, t, keys, usize::from(inner.width));
+        f.render_widget(Paragraph::new(lines).block(pane(" chat ", t)), area);
     } else {
-        lines(s, inner.width, t)
-    };
-    let max_top = all.len().saturating_sub(h);
-    let top = if s.follow {
-        max_top
-    } else {
-        s.scroll_top.min(max_top)
-    };
-    let mut title = vec![Span::styled(" chat ", t.title)];
-    if !s.follow && top < max_top {
-        title.push(Span::styled(
-            format!("[{} lines below · Ctrl+G follows] ", max_top - top),
-            t.warning,
-        ));
+        let all = if chat.following() {
+            tail_lines(s, inner.width, h, t)
+        } else {
+            lines(s, inner.width, t)
+        };
+        let max_top = all.len().saturating_sub(h);
+        let top = max_top.saturating_sub(chat.scroll_back);
+        let mut title = vec![Span::styled(" chat ", t.title)];
+        if top < max_top {
+            title.push(Span::styled(
+                format!(
+                    "[{} lines below · {} follows] ",
+                    max_top - top,
+                    keys.hint(Action::FollowBottom)
+                ),
+                t.warning,
+            ));
+        }
+        if chat.origins {
+            title.push(Span::styled("accepted draft ", t.accepted));
+            title.push(Span::styled("bonus ", t.bonus));
+            title.push(Span::styled("reused ", t.reused));
+        }
+        let shown: Vec<Line> = all.into_iter().skip(top).take(h).collect();
+        f.render_widget(
+            Paragraph::new(shown).block(pane(Line::from(title), t)),
+            area,
+        );
     }
-    if s.origins {
-        title.push(Span::styled("draft ", t.accepted));
-        title.push(Span::styled("bonus ", t.bonus));
-        title.push(Span::styled("reused ", t.reused));
-    }
-    let shown: Vec<Line> = all.into_iter().skip(top).take(h).collect();
-    f.render_widget(
-        Paragraph::new(shown).block(pane(Line::from(title), t)),
-        area,
-    );
 
-    let hint = if s.replay.is_some() {
-        " replay (read-only) "
-    } else if s.active().is_some() {
-        " answering… Esc stops "
+    let hint = if s.replaying() {
+        " replay: read-only ".to_string()
+    } else if s.session.active().is_some() {
+        format!(" answering… {} stops ", keys.hint(Action::Stop))
+    } else if chat.input.is_empty() && !s.session.examples.is_empty() {
+        format!(
+            " message · Enter sends · {} example ",
+            keys.hint(Action::Example)
+        )
     } else {
-        " message · Enter sends · Alt+Enter new line "
+        " message · Enter sends · Alt+Enter new line ".to_string()
     };
-    let text: Vec<Line> = s
+    let text: Vec<Line> = chat
         .input
         .text
         .split('\n')
         .map(|l| Line::styled(l.to_string(), t.text))
         .collect();
     let inner_in = input_area.inner(Margin::new(1, 1));
-    let (line, col) = s.input.cursor_line_col();
+    let (line, col) = chat.input.cursor_line_col();
     let skip = line.saturating_sub(usize::from(inner_in.height.max(1)) - 1);
     f.render_widget(
         Paragraph::new(text.into_iter().skip(skip).collect::<Vec<_>>())
             .block(pane(Line::styled(hint, t.dim), t)),
         input_area,
     );
-    if !s.help && s.replay.is_none() {
+    if !s.help && !s.replaying() {
         let x = inner_in.x + (col as u16).min(inner_in.width.saturating_sub(1));
         let y = inner_in.y + ((line - skip) as u16).min(inner_in.height.saturating_sub(1));
         f.set_cursor_position(Position::new(x, y));

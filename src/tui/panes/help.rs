@@ -1,28 +1,58 @@
-//! The help overlay, generated from the active keymap (so it never disagrees with it).
+//! The help overlay, in pages: the keys (generated from the active keymap, so it
+//! never disagrees with it), what every figure and word on the screen means, and the
+//! session's warnings in full.
 
 use ratatui::layout::{Margin, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::Paragraph;
+use ratatui::widgets::{Paragraph, Wrap};
 use ratatui::Frame;
 
+use super::history::speed_words;
 use crate::tui::keymap::Keymap;
 use crate::tui::render::pane;
+use crate::tui::state::{Level, State};
 use crate::tui::theme::Theme;
 
-pub fn draw(f: &mut Frame, area: Rect, t: &Theme, keys: &Keymap) {
+/// The pages, in order.
+pub const PAGES: [&str; 3] = ["keys", "what you see", "messages"];
+
+/// What each term on the screen means.
+pub const LEGEND: &[(&str, &str)] = &[
+    ("block", "the tokens of one round: the seed, then B − 1 masked positions the draft forward fills at once (bidirectional attention)"),
+    ("seed", "position 0: the last round's bonus token, already committed"),
+    ("margin", "under each drafted token: p1 − p2 of the draft's distribution there (mask excluded); small means the draft is unsure"),
+    ("!", "risky: the margin is below the risk threshold (0.5 by default); RecGuide builds correction rows at the first risky positions"),
+    ("✓ accepted", "drafted tokens the verifier (one causal forward over the block) agreed with, from the left"),
+    ("✗ first reject", "the first position where the verifier chose another token; the draft after it is discarded"),
+    ("bonus", "the verifier's own token at the first reject, or after a full block: always kept, so a round advances accepted + 1 tokens"),
+    ("P1 P2 P3", "correction rows, run inside the verify forward: re-draft from the 1st/2nd/3rd risky position with the draft's next-best token; HIT when the verifier rejected exactly there and chose that token: the next round needs no draft forward"),
+    ("new", "the continuation row: drafts the next block as if this one were accepted whole; HIT when the bonus equals its first token"),
+    ("expected tokens / ms", "per block size B: V, the tokens a round of B is expected to advance (survival tables, from the verifier's recent entropy), and T, its forward cost in ms (cost model); the adaptive rule picks the best tokens per ms"),
+    ("round: λ tokens/ms", "with several requests in one forward, sizes are chosen together for the round's tokens per ms"),
+    ("cold start", "no history yet: the paper's cap by concurrency (32 for one request), valued by the tables' average"),
+    ("AR step", "block 1: no draft, one token per forward (AR mode, or the throughput preset where drafting does not pay)"),
+    ("explore", "now and then a size the rule did not choose runs, so its cost stays measured"),
+    ("TPF", "tokens per forward: decode tokens / decode forwards; the status line counts the session, the history the last 8 rounds"),
+    ("tok/s", "tokens per second of forward time (the screen's own time left out)"),
+    ("drafting × AR", "drafting's tokens per ms of forward time against AR steps', on this machine"),
+    ("history bars", "one per round: height = tokens advanced / block size; colour: full block, reject, reused branch"),
+];
+
+/// Why speculation does or does not pay on this machine.
+const SPEED: &str = "On a CPU a forward of a small model is compute-bound from about 2 tokens on, so drafting 16 tokens costs about as much as 16 AR steps: speculation cannot win wall-clock here, whatever the acceptance. It wins where a forward is memory-bound (a GPU at small concurrency, a large model), and the screen is there to show how it works: TPF, acceptance and branch hits are what carry over.";
+
+fn keys_page(t: &Theme, keys: &Keymap, width: usize, height: usize) -> Vec<Line<'static>> {
     let rows = keys.help_rows();
-    let inner = area.inner(Margin::new(1, 1));
-    let per_col = usize::from(inner.height.saturating_sub(2)).max(1);
-    let two = rows.len() > per_col;
-    let col_w = if two {
-        usize::from(inner.width / 2)
-    } else {
-        usize::from(inner.width)
-    };
-    let mut lines: Vec<Line> = Vec::new();
+    let two = rows.len() > height && width >= 70;
+    let col_w = if two { width / 2 } else { width };
+    let key_w = 16.min(col_w / 3);
     let cell = |r: &(String, crate::tui::action::Action, &'static str)| {
-        let keys = format!("{:<18}", r.0);
-        let help = format!("{:<w$}", r.2, w = col_w.saturating_sub(19));
+        let keys = format!("{:<key_w$} ", cut(&r.0, key_w));
+        let help = format!(
+            "{:<w$}",
+            cut(r.2, col_w.saturating_sub(key_w + 2)),
+            w = col_w.saturating_sub(key_w + 2)
+        );
         vec![
             Span::styled(keys, t.help_key),
             Span::styled(help, t.text),
@@ -34,6 +64,7 @@ pub fn draw(f: &mut Frame, area: Rect, t: &Theme, keys: &Keymap) {
     } else {
         rows.len()
     };
+    let mut lines = Vec::new();
     for i in 0..n {
         let mut spans = cell(&rows[i]);
         if two {
@@ -43,13 +74,78 @@ pub fn draw(f: &mut Frame, area: Rect, t: &Theme, keys: &Keymap) {
         }
         lines.push(Line::from(spans));
     }
-    lines.push(Line::default());
     lines.push(Line::styled(
         "Printable keys act only while the input is empty. Rebind in <config dir>/keymap.toml.",
         t.dim,
     ));
+    lines
+}
+
+fn cut(s: &str, w: usize) -> String {
+    if s.chars().count() <= w {
+        s.to_string()
+    } else {
+        let mut c: String = s.chars().take(w.saturating_sub(1)).collect();
+        c.push('…');
+        c
+    }
+}
+
+fn legend_page(s: &State, t: &Theme) -> Vec<Line<'static>> {
+    let mut lines: Vec<Line> = LEGEND
+        .iter()
+        .map(|(term, what)| {
+            Line::from(vec![
+                Span::styled(format!("{term}: "), t.help_key),
+                Span::styled(what.to_string(), t.text),
+            ])
+        })
+        .collect();
+    lines.push(Line::default());
+    if let Some((words, _)) = speed_words(s) {
+        lines.push(Line::styled(words, t.title));
+    }
+    lines.push(Line::styled(SPEED, t.text));
+    lines
+}
+
+fn messages_page(s: &State, t: &Theme) -> Vec<Line<'static>> {
+    if s.status.messages.is_empty() {
+        return vec![Line::styled("No warnings or errors this session.", t.dim)];
+    }
+    s.status
+        .messages
+        .iter()
+        .map(|(level, text)| {
+            let style = if *level == Level::Error {
+                t.error
+            } else {
+                t.warning
+            };
+            Line::styled(format!("• {text}"), style)
+        })
+        .collect()
+}
+
+pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme, keys: &Keymap) {
+    let inner = area.inner(Margin::new(1, 1));
+    let page = s.help_page % PAGES.len();
+    let mut tabs: Vec<Span> = vec![Span::styled(" help: ", t.title)];
+    for (i, name) in PAGES.iter().enumerate() {
+        let style = if i == page { t.selected } else { t.dim };
+        tabs.push(Span::styled(format!(" {name} "), style));
+    }
+    tabs.push(Span::styled(" ← → pages · Esc closes ", t.dim));
+    let height = usize::from(inner.height);
+    let body = match page {
+        0 => keys_page(t, keys, usize::from(inner.width), height.saturating_sub(1)),
+        1 => legend_page(s, t),
+        _ => messages_page(s, t),
+    };
     f.render_widget(
-        Paragraph::new(lines).block(pane(" keys (Esc or ? closes) ", t)),
+        Paragraph::new(body)
+            .wrap(Wrap { trim: false })
+            .block(pane(Line::from(tabs), t)),
         area,
     );
 }

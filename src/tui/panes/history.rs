@@ -15,16 +15,39 @@ use crate::tui::render::pane;
 use crate::tui::state::{RoundView, Sample, State};
 use crate::tui::theme::Theme;
 
+/// The speed of drafting against AR steps here, in words (None until measured).
+pub fn speed_words(s: &State) -> Option<(String, bool)> {
+    let c = s.stats.speed.comparison()?;
+    let how = if c.ar_measured {
+        "both measured"
+    } else {
+        "AR steps priced by the cost model"
+    };
+    let pays = c.ratio > 1.0;
+    let text = if pays {
+        format!(
+            "drafting {:.2}× AR steps on this machine ({how}): speculation pays here",
+            c.ratio
+        )
+    } else {
+        format!(
+            "drafting {:.2}× AR steps on this machine ({how}): a forward here is compute-bound; speculation pays where it is memory-bound (a GPU, a large model)",
+            c.ratio
+        )
+    };
+    Some((text, pays))
+}
+
 const EIGHTHS: [char; 9] = [' ', '▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
-/// Histogram buckets of acceptance length: 1, 2, 3–4, 5–8, 9–16, 17–32, 33+.
-const BUCKETS: [(usize, usize); 7] = [
-    (1, 1),
-    (2, 2),
-    (3, 4),
-    (5, 8),
-    (9, 16),
-    (17, 32),
-    (33, usize::MAX),
+/// Histogram buckets of acceptance length, each with its label.
+const BUCKETS: [(usize, usize, &str); 7] = [
+    (1, 1, "1"),
+    (2, 2, "2"),
+    (3, 4, "≤4"),
+    (5, 8, "≤8"),
+    (9, 16, "≤16"),
+    (17, 32, "≤32"),
+    (33, usize::MAX, ">32"),
 ];
 /// Rounds a rate is averaged over in the timeline.
 const WINDOW: usize = 8;
@@ -126,32 +149,42 @@ impl Widget for Bars<'_> {
 }
 
 pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme) {
-    let sm = &s.summary.summary;
+    let sm = &s.stats.current;
+    let n = sm.tally.rounds;
     let title = format!(
-        " history · {} rounds · mean acceptance {:.2} · TPF {:.2} ",
-        sm.rounds,
-        sm.mean_accept(),
+        " history · {n} round{} · mean acceptance {:.2} · TPF {:.2} (session) ",
+        if n == 1 { "" } else { "s" },
+        sm.tally.mean_accept(),
         sm.tpf()
     );
     f.render_widget(pane(title, t), area);
     let inner = area.inner(Margin::new(1, 1));
-    if inner.height < 8 || inner.width < 20 {
+    if inner.height < 3 || inner.width < 20 {
         return;
     }
     let label_w = 7u16;
     let plot_w = usize::from(inner.width - label_w);
     // The newest `plot_w` verified rounds, oldest first; borrowed, not cloned (rounds
     // carry top-k detail and this runs every frame).
-    let mut verified: Vec<usize> = (0..s.rounds.len())
+    let list = &s.rounds.list;
+    let mut verified: Vec<usize> = (0..list.len())
         .rev()
-        .filter(|i| s.rounds[*i].verdict.is_some())
+        .filter(|i| list[*i].verdict.is_some())
         .take(plot_w)
         .collect();
     verified.reverse();
-    let shown: Vec<&RoundView> = verified.iter().map(|i| &s.rounds[*i]).collect();
-    let highlight = s.view.and_then(|v| verified.iter().position(|i| *i == v));
+    let shown: Vec<&RoundView> = verified.iter().map(|i| &list[*i]).collect();
+    let highlight = s
+        .rounds
+        .view
+        .and_then(|v| verified.iter().position(|i| *i == v));
 
-    // Rows 0-3: bars; row 4: block sizes.
+    // Bars (2–4 rows, as height allows), then the block sizes.
+    let bar_rows: u16 = match inner.height {
+        0..=6 => 1,
+        7..=9 => 2,
+        _ => 4,
+    };
     let label = |f: &mut Frame, y: u16, text: &str| {
         f.render_widget(
             Paragraph::new(Line::styled(text.to_string(), t.dim)),
@@ -159,95 +192,66 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme) {
         );
     };
     label(f, 0, "accept");
-    label(f, 1, "/ B");
+    if bar_rows > 1 {
+        label(f, 1, "/block");
+    }
     f.render_widget(
         Bars {
             rounds: &shown,
             highlight,
             theme: t,
         },
-        Rect::new(inner.x + label_w, inner.y, plot_w as u16, 4),
+        Rect::new(inner.x + label_w, inner.y, plot_w as u16, bar_rows),
     );
-    label(f, 4, "B");
-    let blocks: String = shown
-        .iter()
-        .map(|r| block_glyph(r.block_size.unwrap_or(r.block.len())))
-        .collect();
+    label(f, bar_rows, "block");
+    let blocks: String = shown.iter().map(|r| block_glyph(r.size())).collect();
     f.render_widget(
         Paragraph::new(Line::styled(blocks, t.dim)),
-        Rect::new(inner.x + label_w, inner.y + 4, plot_w as u16, 1),
+        Rect::new(inner.x + label_w, inner.y + bar_rows, plot_w as u16, 1),
     );
 
     let mut lines: Vec<Line> = Vec::new();
+    if let Some((words, pays)) = speed_words(s) {
+        lines.push(Line::styled(
+            words,
+            if pays { t.accepted } else { t.warning },
+        ));
+    }
     let legend = Line::from(vec![
         Span::styled("█ full  ", t.bar_full),
         Span::styled("█ reject  ", t.bar_partial),
         Span::styled("█ reused branch  ", t.bar_reused),
-        Span::styled("B: ▂4 ▃8 ▅16 █32", t.dim),
+        Span::styled("block: ·1 ▂4 ▃8 ▅16 █32", t.dim),
     ]);
     lines.push(legend);
-    for (fam, fs) in &sm.families {
-        let counts: Vec<usize> = BUCKETS
-            .iter()
-            .map(|(lo, hi)| {
-                fs.hist
-                    .iter()
-                    .enumerate()
-                    .filter(|(a, _)| a >= lo && a <= hi)
-                    .map(|(_, n)| n)
-                    .sum()
-            })
-            .collect();
-        let max = counts.iter().copied().max().unwrap_or(0).max(1);
-        let bars: String = counts
-            .iter()
-            .map(|c| {
-                if *c == 0 {
-                    '·'
-                } else {
-                    EIGHTHS[(c * 8).div_ceil(max).clamp(1, 8)]
-                }
-            })
-            .collect();
-        lines.push(Line::from(vec![
-            Span::styled(format!("{fam:<6} "), t.text),
-            Span::styled(bars, t.accepted),
-            Span::styled(
-                format!(
-                    "  1 2 4 8 16 32+  mean {:.2} · {} rounds",
-                    fs.mean(),
-                    fs.rounds
-                ),
-                t.dim,
-            ),
-        ]));
-    }
     let mut br: Vec<Span> = vec![Span::styled("branches ", t.dim)];
-    if sm.branches.is_empty() {
-        br.push(Span::styled("none built", t.dim));
-    }
-    for (label, c) in &sm.branches {
+    let tally = &sm.tally;
+    if tally.branches.is_empty() {
+        br.push(Span::styled("none built yet", t.dim));
+    } else {
+        for (kind, c) in &tally.branches {
+            br.push(Span::styled(
+                format!("{kind} {}/{} ", c.hits, c.built),
+                t.text,
+            ));
+        }
         br.push(Span::styled(
-            format!("{label} {}/{} ", c.hits, c.built),
-            t.text,
+            format!(
+                "· hit {:.0}% · {} drafts saved",
+                100.0 * tally.hit_rate(),
+                tally.saved_drafts
+            ),
+            t.dim,
         ));
     }
-    br.push(Span::styled(
-        format!(
-            "· hit {:.0}% · {} drafts saved",
-            100.0 * sm.hit_rate(),
-            sm.reused_blocks
-        ),
-        t.dim,
-    ));
     lines.push(Line::from(br));
-    let w = usize::from(inner.width / 2).saturating_sub(16).max(4);
-    let (tpf, tps) = rates(&s.samples, w);
+    let w = usize::from(inner.width / 2).saturating_sub(22).max(4);
+    let (tpf, tps) = rates(&s.stats.samples, w);
     lines.push(Line::from(vec![
-        Span::styled("TPF ", t.dim),
+        Span::styled(format!("last {WINDOW} rounds: TPF "), t.dim),
         Span::styled(sparkline(&tpf, w), t.accepted),
         Span::styled(
-            format!(" {:.2}   ", tpf.last().copied().unwrap_or(0.0)),
+            format!(" {:.2}  ", tpf.last().copied().unwrap_or(0.0)),
             t.text,
         ),
         Span::styled("tok/s ", t.dim),
@@ -257,6 +261,38 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme) {
             t.text,
         ),
     ]));
-    let rest = Rect::new(inner.x, inner.y + 5, inner.width, inner.height - 5);
-    f.render_widget(Paragraph::new(lines), rest);
+    for (fam, fs) in &sm.families {
+        let mut spans = vec![Span::styled(format!("{fam:<6} "), t.text)];
+        let counts: Vec<usize> = BUCKETS
+            .iter()
+            .map(|(lo, hi, _)| {
+                fs.hist
+                    .iter()
+                    .enumerate()
+                    .filter(|(a, _)| a >= lo && a <= hi)
+                    .map(|(_, n)| n)
+                    .sum()
+            })
+            .collect();
+        let max = counts.iter().copied().max().unwrap_or(0).max(1);
+        for ((_, _, label), c) in BUCKETS.iter().zip(&counts) {
+            let bar = if *c == 0 {
+                '·'
+            } else {
+                EIGHTHS[(c * 8).div_ceil(max).clamp(1, 8)]
+            };
+            spans.push(Span::styled(label.to_string(), t.dim));
+            spans.push(Span::styled(format!("{bar} "), t.accepted));
+        }
+        spans.push(Span::styled(
+            format!(" mean {:.2} over {} rounds", fs.mean(), fs.rounds),
+            t.dim,
+        ));
+        lines.push(Line::from(spans));
+    }
+    let top = bar_rows + 1;
+    if inner.height > top {
+        let rest = Rect::new(inner.x, inner.y + top, inner.width, inner.height - top);
+        f.render_widget(Paragraph::new(lines), rest);
+    }
 }

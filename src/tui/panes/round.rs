@@ -9,9 +9,12 @@ use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 use unicode_width::UnicodeWidthStr;
 
+use super::chat::wrap;
 use super::visible_token;
-use crate::engine::events::PosView;
+use crate::engine::events::{PosView, Rule};
 use crate::engine::overlap::{BranchKind, BranchOutcome};
+use crate::tui::action::Action;
+use crate::tui::keymap::Keymap;
 use crate::tui::render::pane;
 use crate::tui::state::{RoundView, State};
 use crate::tui::theme::Theme;
@@ -59,12 +62,15 @@ fn fate_style(f: PosFate, t: &Theme) -> Style {
 }
 
 /// The two-line cells of the block, wrapped to `width`.
-fn block_lines(r: &RoundView, s: &State, t: &Theme, width: usize) -> Vec<Line<'static>> {
+fn block_lines(r: &RoundView, st: &State, t: &Theme, width: usize) -> Vec<Line<'static>> {
+    let s = &st.session;
+    let selected = st.rounds.selected;
     let mut out = Vec::new();
     let mut top: Vec<Span> = Vec::new();
     let mut bottom: Vec<Span> = Vec::new();
     let mut col = 0;
     let n = r.block.len();
+    let sel = selected;
     for p in 0..n {
         let fate = fate(r, p);
         let mut tok = visible_token(&s.token(r.block[p]), CELL_MAX);
@@ -104,7 +110,7 @@ fn block_lines(r: &RoundView, s: &State, t: &Theme, width: usize) -> Vec<Line<'s
         if risky && fate != PosFate::Rejected {
             ts = ts.add_modifier(Modifier::UNDERLINED);
         }
-        if s.selected == Some(p) {
+        if sel == Some(p) {
             ts = ts.patch(t.selected);
             ms = ms.patch(t.selected);
         }
@@ -131,40 +137,34 @@ fn block_lines(r: &RoundView, s: &State, t: &Theme, width: usize) -> Vec<Line<'s
     out
 }
 
-fn verdict_line(r: &RoundView, s: &State, t: &Theme) -> Line<'static> {
+/// The verdict in words, wrapped to `width`.
+fn verdict_lines(r: &RoundView, s: &State, t: &Theme, width: usize) -> Vec<Line<'static>> {
     let Some(v) = &r.verdict else {
-        return Line::styled("verifying…", t.dim);
+        return vec![Line::styled("verifying…", t.dim)];
     };
+    let tok = |id: u32| quoted(&s.session.token(id));
     let drafts = r.block.len().saturating_sub(1);
-    let mut spans = vec![Span::styled(
+    let mut pieces = vec![(
         format!("{HIT_GLYPH} accepted {} of {drafts}", v.accepted),
         t.accepted,
     )];
     match v.first_reject {
         Some(q) => {
-            let draft = r.block.get(q).map(|id| s.token(*id)).unwrap_or_default();
-            spans.push(Span::styled("  ", t.text));
-            spans.push(Span::styled(
+            let draft = r.block.get(q).map(|id| tok(*id)).unwrap_or_default();
+            pieces.push((
                 format!(
-                    "{REJECT_GLYPH} first reject at {q}: {} → {}",
-                    quoted(&draft),
-                    quoted(&s.token(v.bonus))
+                    "  {REJECT_GLYPH} first reject at {q}: drafted {draft}, verifier says {}",
+                    tok(v.bonus)
                 ),
                 t.rejected,
             ));
         }
-        None if drafts > 0 => spans.push(Span::styled("  full block", t.accepted)),
+        None if drafts > 0 => pieces.push(("  full block".into(), t.accepted)),
         None => {}
     }
-    spans.push(Span::styled(
-        format!("  bonus {}", quoted(&s.token(v.bonus))),
-        t.bonus,
-    ));
-    spans.push(Span::styled(
-        format!("  advanced {}", v.accepted + 1),
-        t.dim,
-    ));
-    Line::from(spans)
+    pieces.push((format!("  bonus {}", tok(v.bonus)), t.bonus));
+    pieces.push((format!("  → {} tokens", v.accepted + 1), t.dim));
+    wrap(&pieces, width)
 }
 
 fn quoted(text: &str) -> String {
@@ -175,7 +175,7 @@ fn branch_lines(r: &RoundView, s: &State, t: &Theme, width: usize) -> Vec<Line<'
     let mut out = Vec::new();
     if let Some(k) = r.reused {
         out.push(Line::styled(
-            format!("block reused from branch {} (no draft forward)", k.label()),
+            format!("block reused from branch {k} (no draft forward this round)"),
             t.reused,
         ));
     }
@@ -188,27 +188,27 @@ fn branch_lines(r: &RoundView, s: &State, t: &Theme, width: usize) -> Vec<Line<'
             (BranchKind::Correction { .. }, Some(alt)) => {
                 format!(
                     "{:<3} @{:<2} alt {} ",
-                    b.kind.label(),
+                    b.kind,
                     b.at,
-                    quoted(&s.token(alt))
+                    quoted(&s.session.token(alt))
                 )
             }
-            _ => format!("{:<3} @{:<2} ", b.kind.label(), b.at),
+            _ => format!("{:<3} @{:<2} ", b.kind, b.at),
         };
         let (badge, bstyle) = match r.outcome {
             Some(BranchOutcome::Hit { index, .. }) if index == i => {
                 (format!("{HIT_GLYPH} HIT"), t.hit)
             }
-            Some(BranchOutcome::Hit { .. }) => ("miss".to_string(), t.miss),
+            Some(BranchOutcome::Hit { .. }) => ("not needed".to_string(), t.miss),
             Some(BranchOutcome::Miss { reason }) => {
-                (format!("miss: {}", snake(&format!("{reason:?}"))), t.miss)
+                (format!("miss: {}", reason.describe()), t.miss)
             }
             None => ("…".to_string(), t.dim),
         };
         let room = width.saturating_sub(head.width() + badge.width() + 4);
         let mut preview = String::new();
         for id in &b.block {
-            let tok = visible_token(&s.token(*id), CELL_MAX);
+            let tok = visible_token(&s.session.token(*id), CELL_MAX);
             if preview.width() + tok.width() + 1 > room {
                 preview.push('…');
                 break;
@@ -222,89 +222,83 @@ fn branch_lines(r: &RoundView, s: &State, t: &Theme, width: usize) -> Vec<Line<'
             Span::styled(badge, bstyle),
         ]));
     }
-    if r.branches.is_empty() {
-        if let Some(BranchOutcome::Miss { .. }) | None = r.outcome {
-            out.push(Line::styled("no branch rows this round", t.dim));
-        }
+    if r.branches.is_empty() && r.block.len() > 1 {
+        let why = match s.session.requests.get(&r.req) {
+            Some(i) if !i.label.contains("+overlap") => "no branch rows: overlap is off (F8)",
+            _ if r.risky.is_empty() && r.reused.is_none() => {
+                "no branch rows this round (none the table builds here)"
+            }
+            _ => "no branch rows this round",
+        };
+        out.push(Line::styled(why, t.dim));
     }
     out
 }
 
-fn snake(s: &str) -> String {
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if c.is_uppercase() && i > 0 {
-            out.push(' ');
-        }
-        out.push(c.to_ascii_lowercase());
-    }
-    out
-}
-
-/// Block size, rule and signal, then each candidate's numbers, wrapped to `width`.
-fn reason_lines(r: &RoundView, t: &Theme, width: usize) -> Vec<Line<'static>> {
-    let b = r.block_size.unwrap_or(r.block.len());
-    let mut spans = vec![Span::styled(format!("B={b}"), t.title)];
+/// The block size and why (wrapped), then (where there is room) the candidates.
+fn decision_lines(
+    r: &RoundView,
+    t: &Theme,
+    width: usize,
+) -> (Vec<Line<'static>>, Vec<Line<'static>>) {
+    let b = r.size();
+    let mut head = vec![Span::styled(format!("block {b}"), t.title)];
     let Some(why) = &r.reason else {
-        return vec![Line::from(spans)];
+        let what = if b == 1 {
+            " · AR (one token per forward)"
+        } else {
+            ""
+        };
+        head.push(Span::styled(what, t.text));
+        return (vec![Line::from(head)], Vec::new());
     };
-    spans.push(Span::styled(format!(" {}", why.rule), t.text));
+    head.push(Span::styled(format!(" · {}", why.rule.describe()), t.text));
     if let Some(sig) = why.signal {
-        spans.push(Span::styled(format!(" · entropy {sig:.2}"), t.dim));
+        head.push(Span::styled(format!(" · verifier entropy {sig:.2}"), t.dim));
     }
-    // Chosen with the round: the pick maximises V − λ·T (T: the rows it adds).
-    if let Some(rate) = why.rate {
-        spans.push(Span::styled(format!(" · λ {rate:.2} tok/ms"), t.dim));
-    }
+    let mut more = Vec::new();
     // AR steps by measured regime: what drafting and AR steps delivered lately.
     if let Some(m) = &why.measured {
         let show = |r: Option<f64>| r.map_or("—".to_string(), |r| format!("{r:.2}"));
-        spans.push(Span::styled(
+        more.push(Line::styled(
             format!(
-                " · measured tok/ms: AR steps {} · drafting {}",
+                "measured tokens/ms here: AR steps {} · drafting {}",
                 show(m.ar),
                 show(m.draft)
             ),
             t.dim,
         ));
     }
-    let mut lines = Vec::new();
-    let mut col: usize = spans.iter().map(|s| s.content.width()).sum();
-    for c in &why.candidates {
-        let st = if c.block == b { t.title } else { t.dim };
-        let mark = if c.block == b { " ◀" } else { "" };
-        let text = match why.rate {
-            Some(rate) => format!(
-                "{}: V {:.1} − λ·{:.1}ms = {:.2}{mark}",
-                c.block,
-                c.value,
-                c.cost_ms,
-                c.value - rate * c.cost_ms
-            ),
-            None => {
-                let ratio = if c.cost_ms > 0.0 {
-                    c.value / c.cost_ms
-                } else {
-                    0.0
-                };
-                format!(
-                    "{}: V {:.1} / T {:.1}ms = {:.2}{mark}",
-                    c.block, c.value, c.cost_ms, ratio
-                )
+    if !why.candidates.is_empty() {
+        let mut pieces: Vec<(String, ratatui::style::Style)> = Vec::new();
+        let lead = match (why.rule, why.rate) {
+            (Rule::Round | Rule::ColdStart | Rule::Explore, Some(rate)) => {
+                format!("expected tokens / ms per size (round: {rate:.2} tokens/ms):")
             }
+            _ => "expected tokens / ms per size:".to_string(),
         };
-        if col + 3 + text.width() > width && col > 0 {
-            lines.push(Line::from(std::mem::take(&mut spans)));
-            spans.push(Span::styled("  ", t.dim));
-            spans.push(Span::styled(text, st));
-            col = 2 + spans[1].content.width();
-        } else {
-            col += 3 + text.width();
-            spans.push(Span::styled(format!(" · {text}"), st));
+        pieces.push((lead, t.dim));
+        for c in &why.candidates {
+            let mine = c.block == b;
+            let st = if mine { t.title } else { t.dim };
+            pieces.push((
+                format!(
+                    " {}: {:.1}/{:.1}{}",
+                    c.block,
+                    c.value,
+                    c.cost_ms,
+                    if mine { "◀" } else { "" }
+                ),
+                st,
+            ));
         }
+        more.extend(wrap(&pieces, width));
     }
-    lines.push(Line::from(spans));
-    lines
+    let pieces: Vec<(String, ratatui::style::Style)> = head
+        .into_iter()
+        .map(|sp| (sp.content.into_owned(), sp.style))
+        .collect();
+    (wrap(&pieces, width), more)
 }
 
 fn topk(v: Option<&PosView>, s: &State) -> String {
@@ -313,7 +307,13 @@ fn topk(v: Option<&PosView>, s: &State) -> String {
         Some(v) => v
             .top
             .iter()
-            .map(|(id, p)| format!("{} {:.2}", visible_token(&s.token(*id), CELL_MAX), p))
+            .map(|(id, p)| {
+                format!(
+                    "{} {:.2}",
+                    visible_token(&s.session.token(*id), CELL_MAX),
+                    p
+                )
+            })
             .collect::<Vec<_>>()
             .join("  "),
     }
@@ -354,53 +354,104 @@ fn inspector(r: &RoundView, s: &State, t: &Theme, p: usize) -> Vec<Line<'static>
     out
 }
 
-pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme) {
+/// Sections of the round pane, most important first: what must show (the decision,
+/// the draft, the verdict) and what shows as room allows.
+fn sections(
+    r: &RoundView,
+    s: &State,
+    t: &Theme,
+    width: usize,
+) -> (Vec<Line<'static>>, Vec<Vec<Line<'static>>>) {
+    let (head, candidates) = decision_lines(r, t, width);
+    let mut must = head;
+    if r.block.is_empty() {
+        if let Some(v) = &r.verdict {
+            must.push(Line::from(vec![
+                Span::styled("AR step: one token per forward → ", t.dim),
+                Span::styled(quoted(&s.session.token(v.bonus)), t.bonus),
+            ]));
+        }
+    } else {
+        must.extend(block_lines(r, s, t, width));
+        must.extend(verdict_lines(r, s, t, width));
+    }
+    let mut optional = Vec::new();
+    if let Some(p) = s.rounds.selected {
+        optional.push(inspector(r, s, t, p.min(r.block.len().saturating_sub(1))));
+    }
+    optional.push(branch_lines(r, s, t, width));
+    optional.push(candidates);
+    (must, optional)
+}
+
+pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme, keys: &Keymap) {
     let inner = area.inner(Margin::new(1, 1));
     let width = usize::from(inner.width);
-    let Some(r) = s.shown_round() else {
-        let p = Paragraph::new(vec![
-            Line::styled("No rounds yet.", t.dim),
-            Line::styled(
-                "Type a message and press Enter: each draft/verify round appears here.",
-                t.dim,
-            ),
-        ])
-        .block(pane(" round ", t));
-        f.render_widget(p, area);
+    let rounds = &s.rounds;
+    let Some(r) = rounds.shown() else {
+        let text = if s.replaying() {
+            vec![
+                Line::styled("Nothing played yet.", t.dim),
+                Line::styled(
+                    format!(
+                        "{} plays, {} steps one round.",
+                        keys.hint(Action::TogglePause),
+                        keys.hint(Action::Step)
+                    ),
+                    t.dim,
+                ),
+            ]
+        } else {
+            wrap(
+                &[(
+                    "No rounds yet. Send a message: each draft/verify round shows here.".into(),
+                    t.dim,
+                )],
+                width,
+            )
+        };
+        f.render_widget(Paragraph::new(text).block(pane(" round ", t)), area);
         return;
     };
-    let idx = s.shown_index().unwrap_or(0);
+    let idx = rounds.shown_index().unwrap_or(0);
     let mut title = vec![Span::styled(
         format!(" round {} · request {} ", r.round, r.req),
         t.title,
     )];
-    if s.view.is_some() {
+    if rounds.view.is_some() {
         title.push(Span::styled(
-            format!("[{}/{} past · Alt+→ forward] ", idx + 1, s.rounds.len()),
+            format!(
+                "[{}/{} past · {} forward] ",
+                idx + 1,
+                rounds.list.len(),
+                keys.hint(Action::RoundNext)
+            ),
             t.warning,
         ));
     } else {
         title.push(Span::styled("live ", t.dim));
     }
-    if s.paused {
-        title.push(Span::styled("⏸ paused · F6 steps ", t.warning));
+    if s.status.paused {
+        title.push(Span::styled("⏸ paused ", t.warning));
     }
-    let mut lines = reason_lines(r, t, width);
-    if r.block.is_empty() {
-        if let Some(v) = &r.verdict {
-            lines.push(Line::from(vec![
-                Span::styled("AR: one token per forward → ", t.dim),
-                Span::styled(quoted(&s.token(v.bonus)), t.bonus),
-            ]));
+    let h = usize::from(inner.height);
+    let (mut lines, optional) = sections(r, s, t, width);
+    if lines.len() > h {
+        // Keep the verdict: cut draft rows from the end of the block.
+        let keep_tail = 2;
+        let cut = lines.len() - h + 1;
+        let tail: Vec<Line> = lines.split_off(lines.len() - keep_tail);
+        lines.truncate(lines.len().saturating_sub(cut));
+        lines.push(Line::styled("… (larger pane shows the whole block)", t.dim));
+        lines.extend(tail);
+    }
+    for sec in optional {
+        if lines.len() + sec.len() <= h {
+            lines.extend(sec);
+        } else if lines.len() < h {
+            let room = h - lines.len();
+            lines.extend(sec.into_iter().take(room));
         }
-    } else {
-        lines.extend(block_lines(r, s, t, width));
-        lines.push(verdict_line(r, s, t));
-    }
-    lines.extend(branch_lines(r, s, t, width));
-    if let Some(p) = s.selected {
-        lines.push(Line::default());
-        lines.extend(inspector(r, s, t, p.min(r.block.len().saturating_sub(1))));
     }
     f.render_widget(
         Paragraph::new(lines).block(pane(Line::from(title), t)),

@@ -1,99 +1,197 @@
-//! The status line: model, device, mode, block policy, concurrency, TPF, tokens/s,
-//! reuse rate, recording and replay state, and the newest notice.
+//! The status line: model, device, what decodes, session TPF and tokens/s on the left;
+//! the state markers (slow motion, pause, recording, replay) and the newest notice on
+//! the right. When the line is short the left fields go first (from the end) and a
+//! long notice is cut in the middle: the markers always show.
 
 use ratatui::layout::Rect;
+use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use ratatui::Frame;
+use unicode_width::UnicodeWidthStr;
 
 use crate::tui::action::Action;
 use crate::tui::keymap::Keymap;
-use crate::tui::state::{Level, State, LIVE_DELAYS_MS};
+use crate::tui::state::{Level, State};
 use crate::tui::theme::Theme;
 
-use super::chat::mode_name;
+const SEP: &str = " │ ";
+
+/// `text` cut to `max` columns, the middle replaced by `…`.
+pub fn cut_middle(text: &str, max: usize) -> String {
+    if text.width() <= max {
+        return text.to_string();
+    }
+    if max < 2 {
+        return "…".chars().take(max).collect();
+    }
+    let keep = max - 1;
+    let (head_w, tail_w) = (keep - keep / 3, keep / 3);
+    let mut head = String::new();
+    for c in text.chars() {
+        if head.width() + c.to_string().width() > head_w {
+            break;
+        }
+        head.push(c);
+    }
+    let mut tail: Vec<char> = Vec::new();
+    let mut w = 0;
+    for c in text.chars().rev() {
+        let cw = c.to_string().width();
+        if w + cw > tail_w {
+            break;
+        }
+        w += cw;
+        tail.push(c);
+    }
+    let tail: String = tail.into_iter().rev().collect();
+    format!("{head}…{tail}")
+}
+
+/// The model as people call it.
+pub fn model_name(model: &str) -> String {
+    match model.strip_prefix("bundled:") {
+        Some(name) => format!("bundled drill model ({name})"),
+        None => model.to_string(),
+    }
+}
 
 pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme, keys: &Keymap) {
-    let sm = &s.summary.summary;
-    let sep = || Span::styled(" │ ", t.status);
-    let mut spans = vec![
-        Span::styled(" specscope", t.status_key),
-        sep(),
-        Span::styled(s.model.clone(), t.status),
-        sep(),
-        Span::styled(s.device.clone(), t.status),
-        sep(),
-    ];
-    // The live request's settings, else what the next request will use.
-    let mode = match s.active().and_then(|r| s.requests.get(&r)) {
-        Some(i) => format!(
-            "{} {}{}",
-            mode_name(i.mode),
-            i.block_policy,
-            if i.overlap && i.mode == crate::engine::Mode::Recguide {
-                " +overlap"
-            } else {
-                ""
-            }
-        ),
-        None => s.options.label(),
+    let width = usize::from(area.width);
+    // Markers with their keys where the line is wide, bare where it is not.
+    let wide = markers(s, t, keys, true);
+    let w: usize = wide.iter().map(|(x, _)| x.width() + SEP.width()).sum();
+    let right = if w + 60 <= width {
+        wide
+    } else {
+        markers(s, t, keys, false)
     };
-    spans.push(Span::styled(mode, t.status_key));
-    spans.push(sep());
-    spans.push(Span::styled(format!("C {}", s.live.len()), t.status));
-    spans.push(sep());
-    spans.push(Span::styled(format!("TPF {:.2}", sm.tpf()), t.status));
-    spans.push(sep());
-    spans.push(Span::styled(
-        format!("{:.0} tok/s", sm.tokens_per_sec()),
-        t.status,
-    ));
-    spans.push(sep());
-    spans.push(Span::styled(
-        format!("reuse {:.0}%", 100.0 * sm.hit_rate()),
-        t.status,
-    ));
-    if let Some(r) = &s.replay {
-        spans.push(sep());
-        spans.push(Span::styled(
+    draw_with(f, area, s, t, keys, right);
+}
+
+/// The state markers: replay position, pause, slow motion, recording.
+fn markers(s: &State, t: &Theme, keys: &Keymap, with_keys: bool) -> Vec<(String, Style)> {
+    let st = &s.status;
+    let mut right: Vec<(String, Style)> = Vec::new();
+    if let Some(r) = &st.replay {
+        right.push((
             format!(
-                "{} replay {}/{} ×{}",
+                "{} replay {}/{} · {}",
                 if r.playing { "▶" } else { "⏸" },
                 r.pos,
                 r.len,
-                r.speed
+                r.pace.label()
             ),
             t.status_key,
         ));
     } else {
-        if s.paused {
-            spans.push(sep());
-            spans.push(Span::styled("⏸ paused", t.status_key));
+        if st.paused {
+            let text = if with_keys {
+                format!("⏸ paused · {} steps", keys.hint(Action::Step))
+            } else {
+                "⏸ paused".to_string()
+            };
+            right.push((text, t.status_key));
         }
-        let delay = LIVE_DELAYS_MS.get(s.speed).copied().unwrap_or(0);
-        if delay > 0 {
-            spans.push(sep());
-            spans.push(Span::styled(format!("slow {delay}ms/round"), t.status_key));
+        let ms = st.live_pace_ms();
+        if ms > 0 {
+            let text = if with_keys {
+                format!("slow {ms}ms · {} faster", keys.hint(Action::Faster))
+            } else {
+                format!("slow {ms}ms")
+            };
+            right.push((text, t.status_key));
         }
     }
-    if s.recording.is_some() {
-        spans.push(Span::styled(" ", t.status));
-        spans.push(Span::styled(" ● REC ", t.recording));
+    if st.recording.is_some() {
+        right.push((" ● REC ".into(), t.recording));
     }
-    spans.push(sep());
-    match &s.notice {
-        Some(n) => spans.push(Span::styled(
-            n.text.clone(),
+    right
+}
+
+fn draw_with(
+    f: &mut Frame,
+    area: Rect,
+    s: &State,
+    t: &Theme,
+    keys: &Keymap,
+    mut right: Vec<(String, Style)>,
+) {
+    let width = usize::from(area.width);
+    let sm = &s.stats.current;
+    let st = &s.status;
+    let markers_w: usize = right.iter().map(|(x, _)| x.width() + SEP.width()).sum();
+    // The notice, or the help hint, in what is left (at least 12 columns of the left).
+    let notice_room = width.saturating_sub(markers_w + 14);
+    let (notice, nstyle) = match &st.notice {
+        Some(n) => (
+            cut_middle(&n.text, notice_room),
             match n.level {
                 Level::Info => t.status_key,
                 Level::Warning => t.warning.patch(t.status),
                 Level::Error => t.error.patch(t.status),
             },
-        )),
-        None => spans.push(Span::styled(
-            format!("{} help", keys.hint(Action::Help)),
-            t.status,
-        )),
+        ),
+        None => (format!("{} help", keys.hint(Action::Help)), t.status),
+    };
+    right.push((notice, nstyle));
+    let right_w: usize =
+        right.iter().map(|(x, _)| x.width()).sum::<usize>() + SEP.width() * right.len();
+    // Left: as many fields as fit, in order.
+    let live = s.session.live.len();
+    let activity = match live {
+        0 => "idle".to_string(),
+        1 => "answering".to_string(),
+        n => format!("{n} answering"),
+    };
+    let left_fields: Vec<(String, Style)> = vec![
+        (" specscope".into(), t.status_key),
+        (model_name(&s.session.model), t.status),
+        (s.session.label(), t.status_key),
+        (s.session.device.clone(), t.status),
+        (activity, t.status),
+        (format!("TPF {:.2} (session)", sm.tpf()), t.status),
+        (format!("{:.0} tok/s", sm.tokens_per_sec()), t.status),
+    ];
+    let mut spans: Vec<Span> = Vec::new();
+    let mut used = 0;
+    // A field that does not fit is left out; shorter ones after it may still fit.
+    for (i, (text, style)) in left_fields.into_iter().enumerate() {
+        let w = text.width() + if i > 0 { SEP.width() } else { 0 };
+        if used + w + right_w > width {
+            continue;
+        }
+        if i > 0 {
+            spans.push(Span::styled(SEP, t.status));
+        }
+        spans.push(Span::styled(text, style));
+        used += w;
+    }
+    let pad = width.saturating_sub(used + right_w);
+    spans.push(Span::styled(" ".repeat(pad), t.status));
+    for (text, style) in right {
+        spans.push(Span::styled(SEP, t.status));
+        spans.push(Span::styled(text, style));
     }
     f.render_widget(Paragraph::new(Line::from(spans)).style(t.status), area);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cut_middle_keeps_both_ends() {
+        assert_eq!(cut_middle("short", 10), "short");
+        let c = cut_middle(
+            "/home/user/.config/specscope/keymap.toml:3: unknown action",
+            24,
+        );
+        assert_eq!(c.width(), 24);
+        assert!(c.starts_with("/home/user/") && c.ends_with("action"), "{c}");
+        assert_eq!(
+            model_name("bundled:tiny-nld"),
+            "bundled drill model (tiny-nld)"
+        );
+    }
 }

@@ -1,5 +1,11 @@
-//! Forward cost on this machine: a linear model fitted to `specscope profile` points,
-//! used by the adaptive block size (T_C(B)) and the cost-aware overlap.
+//! Forward cost: the one price list. A linear model fitted to `specscope profile`
+//! points (this machine's, or a shipped one such as the GPU roofline profile), refitted
+//! online from the run's own forwards (`online`); the block policy and the cost-aware
+//! overlap ask it what a forward, a row and a round cost.
+
+mod online;
+
+pub use online::OnlineCost;
 
 use std::path::{Path, PathBuf};
 
@@ -8,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 /// The profile measured on the development CPU with the bundled model (`specscope profile
 /// --rows 1,2,4,8,16 --tokens 1,4,8,16,32,64 --cache 64,256,512 --repeats 15 --json …`).
-const BUILTIN_PROFILE: &str = include_str!("../../assets/cost_profile_cpu.json");
+const BUILTIN_PROFILE: &str = include_str!("../../../assets/cost_profile_cpu.json");
 
 /// One measured forward: `rows` rows of `tokens` query tokens after `cache_len`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -82,12 +88,28 @@ impl CostModel {
         })
     }
 
+    /// A model of nothing but its source (tests build on it).
+    pub fn zero(source: &str) -> Self {
+        Self {
+            fixed_ms: 0.0,
+            per_row_ms: 0.0,
+            per_token_ms: 0.0,
+            per_token_ctx_ms: 0.0,
+            per_draft_token_ms: 0.0,
+            per_round_ms: 0.0,
+            source: source.to_string(),
+        }
+    }
+
+    /// The shipped profile of the development CPU, fitted.
+    pub fn builtin_fit() -> Result<Self> {
+        let profile: Profile =
+            serde_json::from_str(BUILTIN_PROFILE).context("the built-in cost profile")?;
+        Self::fit(&profile, "built-in (development CPU)")
+    }
+
     pub fn builtin() -> Self {
-        let profile: Profile = serde_json::from_str(BUILTIN_PROFILE).unwrap_or(Profile {
-            model: String::new(),
-            points: Vec::new(),
-        });
-        Self::fit(&profile, "built-in (development CPU)").unwrap_or(Self {
+        Self::builtin_fit().unwrap_or(Self {
             fixed_ms: 1.0,
             per_row_ms: 0.5,
             per_token_ms: 0.2,
@@ -134,6 +156,13 @@ impl CostModel {
         self.fixed_ms + rows as f64 * self.row_ms(tokens, ctx)
     }
 
+    /// What a round costs whatever its blocks: each forward's fixed cost (the verify
+    /// forward always, the draft forward when some request drafts) and the scheduler's
+    /// own work per round.
+    pub fn round_fixed_ms(&self, any_draft: bool) -> f64 {
+        self.per_round_ms + self.fixed_ms * if any_draft { 2.0 } else { 1.0 }
+    }
+
     /// T_C(B): one draft forward plus one verify forward for a bucket of `c` requests;
     /// B = 1 has no draft (an AR step).
     pub fn round_ms(&self, c: usize, block: usize, ctx: usize) -> f64 {
@@ -145,6 +174,18 @@ impl CostModel {
             + self.forward_ms(c, block, ctx)
             + self.fixed_ms
             + c as f64 * self.draft_row_ms(block, ctx)
+    }
+
+    /// Tokens per ms of forward time of `c` requests all taking AR steps after `ctx`
+    /// positions: one token each per verify forward of 1-token rows.
+    pub fn ar_rate(&self, c: usize, ctx: usize) -> f64 {
+        let c = c.max(1);
+        let ms = self.forward_ms(c, 1, ctx);
+        if ms > 0.0 {
+            c as f64 / ms
+        } else {
+            0.0
+        }
     }
 
     /// The coefficients in the order of `ForwardShape::features`.
@@ -255,9 +296,13 @@ mod tests {
     }
 
     #[test]
-    fn builtin_profile_is_sane() {
-        let m = CostModel::builtin();
-        assert!(m.source.starts_with("built-in"));
-        assert!(m.forward_ms(1, 32, 256) > m.forward_ms(1, 8, 256));
+    fn builtin_profile_fits_and_prices_like_a_cpu() {
+        // The shipped file itself must fit (the fallback would hide a broken one).
+        let m = CostModel::builtin_fit().expect("the shipped profile fits");
+        assert_eq!(m.source, "built-in (development CPU)");
+        // A compute-bound CPU: 32 tokens cost several times 8.
+        let (b8, b32) = (m.forward_ms(1, 8, 256), m.forward_ms(1, 32, 256));
+        assert!(b32 > 1.5 * b8, "{b8} {b32}");
+        assert!(m.fixed_ms > 0.0 && m.per_token_ms > 0.0, "{m:?}");
     }
 }

@@ -6,12 +6,14 @@
 //! regimes, the joint rule (`Draft`) or every adaptive request taking an AR step
 //! (`Ar`), and the regime that has delivered more tokens per ms at this concurrency
 //! runs, drafting only when it is ahead by more than the noise (`DRAFT_MARGIN`).
-//! The other one is tried for a span of rounds now and then, within a small share
-//! of the time, so a change in the machine or the text is noticed.
+//! The other one is tried for a span of rounds now and then, within the policy's
+//! exploration budget (`super::overdue`), so a change in the machine or the text is
+//! noticed. The clock is the policy's.
 
 use std::collections::BTreeMap;
 
-use super::events::RegimeRates;
+use super::overdue;
+use crate::engine::events::RegimeRates;
 
 /// How adaptive requests of a packed round choose their block sizes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,8 +48,6 @@ const FIRST_TRIAL_AFTER: f64 = 8.0;
 /// the first AR steps after drafts take 1.5–2 ms and settle near 1 ms by the fourth,
 /// and the first draft round after AR steps is about twice the next ones.
 const WARM: usize = 4;
-/// Share of the time trials may take.
-const TRIAL_SHARE: f64 = 0.03;
 /// Per-round decay of a regime's measured tokens and ms.
 const DECAY: f64 = 0.98;
 /// How much faster drafting must have measured to run instead of AR steps. The
@@ -92,7 +92,6 @@ pub struct RegimeChooser {
     trial_left: usize,
     /// Rounds run since the regime last changed.
     since_change: usize,
-    clock_ms: f64,
 }
 
 impl Default for RegimeChooser {
@@ -103,7 +102,6 @@ impl Default for RegimeChooser {
             trial: false,
             trial_left: 0,
             since_change: 0,
-            clock_ms: 0.0,
         }
     }
 }
@@ -114,8 +112,8 @@ fn bucket(concurrency: usize) -> usize {
 }
 
 impl RegimeChooser {
-    /// The regime of the next round at `concurrency`.
-    pub fn next(&mut self, concurrency: usize) -> Regime {
+    /// The regime of the next round at `concurrency`, at time `clock_ms` of the run.
+    pub fn next(&mut self, concurrency: usize, clock_ms: f64) -> Regime {
         let m = *self.measures.entry(bucket(concurrency)).or_default();
         let want = if self.trial_left > 0 {
             self.trial_left -= 1;
@@ -141,7 +139,7 @@ impl RegimeChooser {
             let o = m[other.index()];
             let own = m[best.index()].rounds >= FIRST_TRIAL_AFTER;
             let due = o.rate().is_none()
-                || (self.clock_ms - o.last_ran) * TRIAL_SHARE >= SPAN as f64 * o.round_ms();
+                || overdue(clock_ms - o.last_ran, SPAN as f64 * o.round_ms()) >= 1.0;
             if own && due {
                 self.trial = true;
                 self.trial_left = SPAN - 1;
@@ -157,11 +155,18 @@ impl RegimeChooser {
         want
     }
 
-    /// What a round at `concurrency` in `regime` delivered: `tokens` committed in `ms`.
-    pub fn record(&mut self, concurrency: usize, regime: Regime, tokens: usize, ms: f64) {
-        self.clock_ms += ms;
+    /// What a round at `concurrency` in `regime` delivered: `tokens` committed in `ms`,
+    /// ending at `clock_ms` of the run.
+    pub fn record(
+        &mut self,
+        concurrency: usize,
+        regime: Regime,
+        tokens: usize,
+        ms: f64,
+        clock_ms: f64,
+    ) {
         self.since_change += 1;
-        let clock = self.clock_ms;
+        let clock = clock_ms;
         let m = self.measures.entry(bucket(concurrency)).or_default();
         m[regime.index()].last_ran = clock;
         if self.since_change <= WARM || !(ms.is_finite() && ms > 0.0) {
@@ -191,12 +196,36 @@ impl RegimeChooser {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::policy::EXPLORE_SHARE;
+
+    /// A chooser with the clock the policy would keep.
+    #[derive(Default)]
+    struct Clocked {
+        c: RegimeChooser,
+        clock: f64,
+    }
+
+    impl Clocked {
+        fn next(&mut self, concurrency: usize) -> Regime {
+            self.c.next(concurrency, self.clock)
+        }
+        fn record(&mut self, concurrency: usize, r: Regime, tokens: usize, ms: f64) {
+            self.clock += ms;
+            self.c.record(concurrency, r, tokens, ms, self.clock);
+        }
+        fn in_trial(&self) -> bool {
+            self.c.in_trial()
+        }
+        fn rates(&self, concurrency: usize) -> RegimeRates {
+            self.c.rates(concurrency)
+        }
+    }
 
     /// Runs `rounds` rounds where drafting gives `draft` and AR steps `ar` tokens per
     /// ms (a drafting round commits 5 tokens, an AR round 1); returns the rounds per
     /// regime.
     fn run(draft: f64, ar: f64, rounds: usize) -> [usize; 2] {
-        let mut c = RegimeChooser::default();
+        let mut c = Clocked::default();
         let mut n = [0; 2];
         for _ in 0..rounds {
             let r = c.next(1);
@@ -215,10 +244,10 @@ mod tests {
         // AR faster: after one span of drafting and a trial, AR steps run.
         let [d, a] = run(0.8, 1.0, 20_000);
         assert!(a > 19_200, "draft {d} ar {a}");
-        // Trials of drafting take about TRIAL_SHARE of the time (6.25 ms rounds).
+        // Trials of drafting take about EXPLORE_SHARE of the time (6.25 ms rounds).
         let draft_ms = 6.25 * d as f64;
         let share = draft_ms / (draft_ms + a as f64);
-        assert!(share < 2.0 * TRIAL_SHARE + 0.05, "share {share}");
+        assert!(share < 2.0 * EXPLORE_SHARE + 0.05, "share {share}");
         assert!(d >= 2 * SPAN, "drafting was not retried: {d}");
         // Drafting faster (the GPU case): it runs, and AR steps are tried within their
         // share of the time.
@@ -226,12 +255,12 @@ mod tests {
         assert!(d > 8_000, "draft {d} ar {a}");
         assert!(a >= SPAN, "AR steps never tried: {a}");
         let share = a as f64 / (a as f64 + 5.0 / 3.0 * d as f64);
-        assert!(share < 2.0 * TRIAL_SHARE, "share {share}");
+        assert!(share < 2.0 * EXPLORE_SHARE, "share {share}");
     }
 
     #[test]
     fn the_first_trial_of_ar_steps_comes_after_the_first_measured_rounds() {
-        let mut c = RegimeChooser::default();
+        let mut c = Clocked::default();
         let mut seen = Vec::new();
         for _ in 0..40 {
             let r = c.next(1);
@@ -257,7 +286,7 @@ mod tests {
 
     #[test]
     fn a_new_concurrency_starts_in_the_regime_running() {
-        let mut c = RegimeChooser::default();
+        let mut c = Clocked::default();
         let mut r = Regime::Draft;
         for _ in 0..200 {
             r = c.next(4);
@@ -288,7 +317,7 @@ mod tests {
 
     #[test]
     fn transients_after_a_change_are_not_measured() {
-        let mut c = RegimeChooser::default();
+        let mut c = Clocked::default();
         for k in 0..10 {
             let r = c.next(1);
             assert_eq!(r, Regime::Draft);

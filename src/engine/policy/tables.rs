@@ -1,11 +1,7 @@
-//! RecGuide verification-guided adaptive block size (reference §3.2): per request and
-//! round, B from verifier-only history via survival tables, maximising expected
-//! accepted tokens per ms of measured forward cost. The reference's action space is
-//! {8, 16, 32}; ours adds 4 and 1 (an AR step: no draft, one token exactly, no table
-//! needed), which the rule takes only where this machine's costs grow with the block
-//! (a compute-bound CPU), never under flat GPU-like costs. Packed rounds choose their
-//! requests' sizes together (`round_blocks`); this per-request rule serves the
-//! reference's buckets and reused drafts.
+//! The survival tables of RecGuide's adaptive block size (reference §3.2): for each B
+//! and each bin of the history signal (mean verifier entropy over the last two
+//! rounds), per stratum of the previous round's (B, full/partial), the curve
+//! S_B(k) = P(A_B ≥ k). V_B(s) = Σ_k S_B(k) is the expected tokens a round of B advances.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
@@ -13,18 +9,9 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use super::cost::CostModel;
-use super::events::{BlockCandidate, BlockReason};
-
-/// The reference's action space.
-pub const REFERENCE_BLOCKS: [usize; 3] = [8, 16, 32];
-
-/// The default action space: the reference's plus 4 and 1 (see the module comment).
-pub const DEFAULT_BLOCKS: [usize; 5] = [1, 4, 8, 16, 32];
-
 /// Survival tables measured on the bundled model (`specscope survival --skip 10`: the
 /// prompts after the ones `bench --limit 10` runs).
-const BUILTIN_TABLES: &str = include_str!("../../assets/survival_tables.json");
+const BUILTIN_TABLES: &str = include_str!("../../../assets/survival_tables.json");
 
 /// What a finished round tells the policy (verifier-side only).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -331,63 +318,6 @@ pub fn pava_non_increasing(y: &[f64], w: &[f64]) -> Vec<f64> {
         .collect()
 }
 
-/// The ratio rule over the action space `blocks`: argmax_B V_B(s) / T_C(B); ties go to
-/// the smaller B. Before a request has history (cold start) the reference's mapping
-/// from concurrency to B is the largest B allowed, and within it the rule runs on the
-/// tables' marginal values (no signal yet): with flat forward costs, as on the
-/// reference's GPUs, that is the reference's choice; where a 32-token forward costs
-/// several 8-token ones, as on a CPU, the first round is not spent on a block the
-/// costs do not justify. Sizes the tables cannot value are left out; when none is
-/// left, the smallest requested size is taken (`untabled`).
-pub fn choose_block(
-    history: &History,
-    tables: &SurvivalTables,
-    cost: &CostModel,
-    blocks: &[usize],
-    concurrency: usize,
-    ctx: usize,
-) -> (usize, BlockReason) {
-    let (rule, cap) = if history.is_empty() {
-        ("cold_start", cold_start(concurrency))
-    } else {
-        ("ratio", usize::MAX)
-    };
-    let signal = history.signal();
-    let stratum = history.stratum();
-    let candidates: Vec<BlockCandidate> = blocks
-        .iter()
-        .filter(|&&b| b <= cap && tables.covers(b))
-        .map(|&b| BlockCandidate {
-            block: b,
-            value: tables.value(b, signal, stratum.as_deref()),
-            cost_ms: cost.round_ms(concurrency, b, ctx),
-        })
-        .collect();
-    let best = candidates.iter().reduce(|best, c| {
-        if c.value / c.cost_ms > best.value / best.cost_ms + 1e-12
-            || (c.value / c.cost_ms > best.value / best.cost_ms - 1e-12 && c.block < best.block)
-        {
-            c
-        } else {
-            best
-        }
-    });
-    let (block, rule) = match best {
-        Some(c) => (c.block, rule),
-        None => (blocks.iter().copied().min().unwrap_or(1), "untabled"),
-    };
-    (
-        block,
-        BlockReason {
-            rule: rule.into(),
-            signal,
-            candidates,
-            rate: None,
-            measured: None,
-        },
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -438,113 +368,6 @@ mod tests {
     fn pava_pools_violations() {
         let out = pava_non_increasing(&[0.5, 0.9, 0.2, 0.3], &[1.0, 1.0, 1.0, 1.0]);
         assert_eq!(out, vec![0.7, 0.7, 0.25, 0.25]);
-    }
-
-    #[test]
-    fn ratio_rule_weighs_value_against_cost() {
-        let mut t = SurvivalTables::marginal_reference();
-        let cost = CostModel {
-            fixed_ms: 0.0,
-            per_row_ms: 1.0,
-            per_token_ms: 0.1,
-            per_token_ctx_ms: 0.0,
-            per_draft_token_ms: 0.0,
-            per_round_ms: 0.0,
-            source: "test".into(),
-        };
-        let mut h = History::default();
-        // Cold start: with flat costs, the reference's mapping (32 up to C = 4, 16 up to
-        // C = 32, then 8); with costs that grow with B, the rule within that cap.
-        let flat = CostModel {
-            per_token_ms: 0.0,
-            ..cost.clone()
-        };
-        let rb = &REFERENCE_BLOCKS;
-        for (c, want) in [(1, 32), (4, 32), (16, 16), (64, 8)] {
-            let (b, why) = choose_block(&h, &t, &flat, rb, c, 0);
-            assert_eq!((b, why.rule.as_str()), (want, "cold_start"), "C = {c}");
-        }
-        let steep = CostModel {
-            per_token_ms: 1.0,
-            ..cost.clone()
-        };
-        assert_eq!(choose_block(&h, &t, &steep, rb, 1, 0).0, 8);
-        assert_eq!(
-            choose_block(&h, &t, &steep, rb, 16, 0).1.candidates.len(),
-            2
-        );
-        h.push(RoundRecord {
-            block: 16,
-            advance: 3,
-            full: false,
-            verify_entropy: 0.5,
-        });
-        // V: 5.78 / 8.53 / 11.36; T ∝ 1 + 0.1·B: 1.8, 2.6, 4.2 -> ratios 3.21, 3.28, 2.70.
-        let (b, why) = choose_block(&h, &t, &cost, rb, 1, 0);
-        assert_eq!((b, why.rule.as_str()), (16, "ratio"));
-        assert_eq!(why.candidates.len(), 3);
-        // The order of the action space does not matter.
-        assert_eq!(choose_block(&h, &t, &cost, &[32, 16, 8], 1, 0).0, 16);
-        // Make B = 32 worth much more: it wins.
-        t.strata
-            .get_mut("all")
-            .unwrap()
-            .insert(32, vec![vec![1.0; 32]]);
-        assert_eq!(choose_block(&h, &t, &cost, rb, 1, 0).0, 32);
-    }
-
-    #[test]
-    fn small_blocks_and_ar_steps_win_only_where_tokens_are_expensive() {
-        let mut t = SurvivalTables::marginal_reference();
-        // V_4 = 3.7 against the geometric V_8 = 5.78.
-        t.strata
-            .get_mut("all")
-            .unwrap()
-            .insert(4, vec![vec![1.0, 0.95, 0.9, 0.85]]);
-        let mut h = History::default();
-        h.push(RoundRecord {
-            block: 8,
-            advance: 3,
-            full: false,
-            verify_entropy: 0.5,
-        });
-        let all = [1, 4, 8, 16, 32];
-        assert!(t.covers(1) && t.covers(4) && !t.covers(64));
-        assert_eq!(t.value(1, None, None), 1.0, "an AR step advances one token");
-        // GPU-like: a forward costs about the same whatever its size; the largest wins.
-        let flat = CostModel {
-            fixed_ms: 1.0,
-            per_row_ms: 0.1,
-            per_token_ms: 0.001,
-            per_token_ctx_ms: 0.0,
-            per_draft_token_ms: 0.0,
-            per_round_ms: 0.0,
-            source: "test".into(),
-        };
-        assert_eq!(choose_block(&h, &t, &flat, &all, 1, 0).0, 32);
-        // Per-token costs: at C = 1 the fixed cost still pays for a small draft.
-        // V / T: B = 1 1 / 1.5 = 0.667, B = 4 3.7 / 5.4 = 0.685, B = 8 5.78 / 8.6 = 0.672.
-        let cpu = CostModel {
-            fixed_ms: 1.0,
-            per_row_ms: 0.1,
-            per_token_ms: 0.4,
-            per_token_ctx_ms: 0.0,
-            per_draft_token_ms: 0.0,
-            per_round_ms: 0.0,
-            source: "test".into(),
-        };
-        let (b, why) = choose_block(&h, &t, &cpu, &all, 1, 0);
-        assert_eq!(b, 4, "{why:?}");
-        // One forward, no draft: T(1) is one 1-token forward.
-        assert_eq!(why.candidates[0].cost_ms, cpu.forward_ms(1, 1, 0));
-        // With many requests the fixed cost is shared and the AR step wins.
-        assert_eq!(choose_block(&h, &t, &cpu, &all, 32, 0).0, 1);
-        // Sizes the tables cannot value are left out; none left: the smallest asked.
-        let (b, why) = choose_block(&h, &t, &cpu, &[64, 48], 1, 0);
-        assert_eq!(
-            (b, why.rule.as_str(), why.candidates.len()),
-            (48, "untabled", 0)
-        );
     }
 
     #[test]

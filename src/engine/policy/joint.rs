@@ -1,4 +1,4 @@
-//! Block sizes for one packed round, chosen together. Every request's rows share the
+//! Block sizes for one packed round, chosen together (`Rule::Round`). Every request's rows share the
 //! round's draft forward and its verify forward, so what a block costs is the rows it
 //! adds; the forwards' fixed costs are paid once, the draft forward's only if some
 //! request drafts. The round takes the choices that maximise expected tokens advanced
@@ -6,6 +6,9 @@
 //! the reference's ratio rule; with many, a request may take an AR step (B = 1) for
 //! the price of one verify row while others draft, and the whole round skips its
 //! draft forward only when no request gains enough from drafting.
+
+use super::overdue;
+use crate::engine::cost::CostModel;
 
 /// One way a request can take part in the round.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -25,7 +28,7 @@ impl RoundOption {
         self.draft_ms + self.verify_ms
     }
 
-    fn drafts(&self) -> bool {
+    pub fn drafts(&self) -> bool {
         self.draft_ms > 0.0
     }
 }
@@ -37,24 +40,9 @@ pub struct RoundChoice {
     pub rate: f64,
 }
 
-/// What a round costs whatever its blocks: each forward's fixed cost (the verify
-/// forward always, the draft forward when some request drafts) and the scheduler's
-/// own work per round.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct FixedCosts {
-    pub forward_ms: f64,
-    pub per_round_ms: f64,
-}
-
-impl FixedCosts {
-    fn of(&self, any_draft: bool) -> f64 {
-        self.per_round_ms + self.forward_ms * if any_draft { 2.0 } else { 1.0 }
-    }
-}
-
 /// Best options for the round; each request's list must be non-empty. Ties go to the
 /// earlier option.
-pub fn choose(options: &[Vec<RoundOption>], fixed: FixedCosts) -> RoundChoice {
+pub fn choose(options: &[Vec<RoundOption>], cost: &CostModel) -> RoundChoice {
     // Every request skipping the draft (when each can), against the best with a draft.
     let no_draft: Option<Vec<Vec<(usize, RoundOption)>>> = options
         .iter()
@@ -72,33 +60,31 @@ pub fn choose(options: &[Vec<RoundOption>], fixed: FixedCosts) -> RoundChoice {
         .iter()
         .map(|opts| opts.iter().copied().enumerate().collect())
         .collect();
-    let mut best = dinkelbach(&all, fixed.of(true));
+    let mut best = dinkelbach(&all, cost.round_fixed_ms(true));
     if let Some(nd) = no_draft {
-        let skip = dinkelbach(&nd, fixed.of(false));
-        if skip.rate > rate_of(options, &best.picks, fixed) + 1e-12 {
+        let skip = dinkelbach(&nd, cost.round_fixed_ms(false));
+        if skip.rate > rate_of(options, &best.picks, cost) + 1e-12 {
             best = skip;
         }
     }
-    best.rate = rate_of(options, &best.picks, fixed);
+    best.rate = rate_of(options, &best.picks, cost);
     best
 }
 
-/// The option to explore instead of `pick`, if one is due. Each option may spend
-/// `share` of the run's time on being measured: it is due once the ms since it last
-/// ran (`since` of its block size) times `share` exceed what it costs to run. So a
-/// cheap option (an AR step) is measured often and a dear one (a 32-token draft at
-/// C = 1) seldom, and exploring takes at most about `share` of the time per option.
-/// The most overdue wins.
+/// The option to explore instead of `pick`, if one is due. Each option may spend the
+/// exploration budget's share of the run's time on being measured (`overdue` of the
+/// ms since it last ran, `since` of its block size, against what it costs to run). So
+/// a cheap option (an AR step) is measured often and a dear one (a 32-token draft at
+/// C = 1) seldom. The most overdue wins.
 pub fn explore(
     options: &[RoundOption],
     pick: usize,
-    fixed: FixedCosts,
-    share: f64,
+    cost: &CostModel,
     since: impl Fn(usize) -> f64,
 ) -> Option<usize> {
     let due = |k: usize| {
         let o = options[k];
-        since(o.block) * share / (fixed.of(o.drafts()) + o.cost()).max(1e-9)
+        overdue(since(o.block), cost.round_fixed_ms(o.drafts()) + o.cost())
     };
     (0..options.len())
         .filter(|&k| k != pick && due(k) >= 1.0)
@@ -106,11 +92,11 @@ pub fn explore(
 }
 
 /// Expected tokens per ms of the round the picks make.
-pub fn rate_of(options: &[Vec<RoundOption>], picks: &[usize], fixed: FixedCosts) -> f64 {
+pub fn rate_of(options: &[Vec<RoundOption>], picks: &[usize], cost: &CostModel) -> f64 {
     let chosen = || options.iter().zip(picks).map(|(o, &k)| o[k]);
     let value: f64 = chosen().map(|o| o.value).sum();
     let any_draft = chosen().any(|o| o.drafts());
-    let ms = fixed.of(any_draft) + chosen().map(|o| o.cost()).sum::<f64>();
+    let ms = cost.round_fixed_ms(any_draft) + chosen().map(|o| o.cost()).sum::<f64>();
     if ms > 0.0 {
         value / ms
     } else {
@@ -166,13 +152,12 @@ fn dinkelbach(options: &[Vec<(usize, RoundOption)>], fixed: f64) -> RoundChoice 
 mod tests {
     use super::*;
 
-    impl FixedCosts {
-        /// Forwards' fixed cost only.
-        fn forward(forward_ms: f64) -> Self {
-            Self {
-                forward_ms,
-                per_round_ms: 0.0,
-            }
+    /// A cost model with only the costs a round pays whatever its blocks.
+    fn fixed(forward_ms: f64, per_round_ms: f64) -> CostModel {
+        CostModel {
+            fixed_ms: forward_ms,
+            per_round_ms,
+            ..CostModel::zero("test")
         }
     }
 
@@ -202,7 +187,7 @@ mod tests {
     }
 
     /// Every combination, for checking the iteration.
-    fn brute_force(options: &[Vec<RoundOption>], fixed: FixedCosts) -> f64 {
+    fn brute_force(options: &[Vec<RoundOption>], fixed: &CostModel) -> f64 {
         let mut best = 0f64;
         let mut picks = vec![0; options.len()];
         loop {
@@ -234,10 +219,7 @@ mod tests {
         for _ in 0..200 {
             let n = 1 + (next() * 5.0) as usize;
             let per_token = 0.01 + next() * 0.5;
-            let fixed = FixedCosts {
-                forward_ms: next() * 4.0,
-                per_round_ms: next() * 2.0,
-            };
+            let fixed = &fixed(next() * 4.0, next() * 2.0);
             let options: Vec<Vec<RoundOption>> = (0..n)
                 .map(|_| {
                     let v4 = 1.0 + next() * 3.0;
@@ -259,17 +241,14 @@ mod tests {
     fn flat_costs_draft_and_steep_costs_take_ar_steps() {
         // Flat: drafting 8 costs little more than one token; everyone drafts 8.
         let flat: Vec<_> = (0..4).map(|_| opts([1.0, 3.5, 5.5], 0.001)).collect();
-        assert_eq!(choose(&flat, FixedCosts::forward(2.0)).picks, vec![2; 4]);
+        assert_eq!(choose(&flat, &fixed(2.0, 0.0)).picks, vec![2; 4]);
         // Steep, many requests: the draft forward never pays; the round is AR.
         let steep: Vec<_> = (0..16).map(|_| opts([1.0, 3.0, 4.5], 0.6)).collect();
-        assert_eq!(choose(&steep, FixedCosts::forward(1.0)).picks, vec![0; 16]);
+        assert_eq!(choose(&steep, &fixed(1.0, 0.0)).picks, vec![0; 16]);
         // One easy request among hard ones drafts while the others take AR steps.
         let mut mixed: Vec<_> = (0..3).map(|_| opts([1.0, 1.2, 1.3], 0.05)).collect();
         mixed.push(opts([1.0, 4.0, 8.0], 0.05));
-        assert_eq!(
-            choose(&mixed, FixedCosts::forward(1.0)).picks,
-            vec![0, 0, 0, 2]
-        );
+        assert_eq!(choose(&mixed, &fixed(1.0, 0.0)).picks, vec![0, 0, 0, 2]);
     }
 
     #[test]
@@ -277,30 +256,25 @@ mod tests {
         // A token costs about as much drafted as stepped: with no work between forwards
         // AR steps win; the same forwards with 1 ms of scheduler work per round draft.
         let o = vec![opts([1.0, 3.4, 5.2], 0.4)];
-        assert_eq!(choose(&o, FixedCosts::forward(0.7)).picks, vec![0]);
-        let busy = FixedCosts {
-            forward_ms: 0.7,
-            per_round_ms: 1.0,
-        };
-        assert_ne!(choose(&o, busy).picks, vec![0]);
+        assert_eq!(choose(&o, &fixed(0.7, 0.0)).picks, vec![0]);
+        assert_ne!(choose(&o, &fixed(0.7, 1.0)).picks, vec![0]);
     }
 
     #[test]
     fn exploration_measures_cheap_options_often_and_dear_ones_seldom() {
         // An AR step costs 1.2 ms with its forward's fixed cost, B = 4 4.8 ms; B = 8 is
-        // the pick.
+        // the pick. The budget's share is 3%.
         let o = opts([1.0, 3.5, 5.5], 0.4);
-        let fixed = FixedCosts::forward(0.5);
-        let share = 0.05;
-        // Every size last ran 20 ms ago: nothing is due (20 · 0.05 = 1 < 1.2).
-        assert_eq!(explore(&o, 2, fixed, share, |_| 20.0), None);
-        // 40 ms: the AR step (2 ≥ 1.2), not yet B = 4 (due after 96 ms).
-        assert_eq!(explore(&o, 2, fixed, share, |_| 40.0), Some(0));
+        let fixed = &fixed(0.5, 0.0);
+        // Every size last ran 20 ms ago: nothing is due (20 · 0.03 = 0.6 < 1.2).
+        assert_eq!(explore(&o, 2, fixed, |_| 20.0), None);
+        // 50 ms: the AR step (1.5 ≥ 1.2), not yet B = 4 (due after 160 ms).
+        assert_eq!(explore(&o, 2, fixed, |_| 50.0), Some(0));
         // B = 4 not run for a long time and the AR step just now: B = 4.
         let since = |b: usize| if b == 1 { 0.0 } else { 200.0 };
-        assert_eq!(explore(&o, 2, fixed, share, since), Some(1));
+        assert_eq!(explore(&o, 2, fixed, since), Some(1));
         // The pick itself is never explored.
-        assert_eq!(explore(&o[..1], 0, fixed, share, |_| 1e9), None);
+        assert_eq!(explore(&o[..1], 0, fixed, |_| 1e9), None);
     }
 
     #[test]
@@ -312,7 +286,7 @@ mod tests {
             verify_ms: 1.0,
         }];
         let options = vec![fixed_only, opts([1.0, 3.0, 4.5], 0.6)];
-        let fixed = FixedCosts::forward(1.0);
+        let fixed = &fixed(1.0, 0.0);
         let c = choose(&options, fixed);
         assert_eq!(c.picks[0], 0);
         assert!((c.rate - rate_of(&options, &c.picks, fixed)).abs() < 1e-12);

@@ -6,7 +6,7 @@
 //! (a block size never chosen) keep the profile's prices. The scheduler's own work
 //! between forwards is a running mean per round.
 
-use super::cost::{solve, CostModel, ForwardShape};
+use super::{solve, CostModel, ForwardShape};
 
 /// Weight of the profile prior, in forwards' worth of evidence per coefficient.
 const PRIOR_FORWARDS: f64 = 1.0;

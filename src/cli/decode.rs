@@ -1,0 +1,108 @@
+//! The decoding flags of `chat`, `run`, `trace record` and `ui-bench`: a preset, then
+//! what the flags change. Every default comes from `engine::options`.
+
+use anyhow::Result;
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use clap::Args;
+use serde::de::DeserializeOwned;
+
+use specscope::engine::options::{
+    Blocks, DecodeOptions, Preset, DEFAULT_BLOCK, DEFAULT_MAX_NEW_TOKENS, DEFAULT_RISK_THRESHOLD,
+};
+use specscope::engine::overlap::RowTable;
+use specscope::engine::Mode;
+
+/// A parser for an engine enum from its names (kebab or snake case), with the names
+/// listed in `--help`.
+pub fn names<T: DeserializeOwned + Clone + Send + Sync + 'static>(
+    names: &'static [&'static str],
+) -> impl TypedValueParser<Value = T> {
+    PossibleValuesParser::new(names).try_map(|s: String| {
+        serde_json::from_value::<T>(serde_json::Value::String(s.replace('-', "_")))
+            .map_err(|e| format!("{s}: {e}"))
+    })
+}
+
+pub const MODES: &[&str] = &["ar", "linear", "recguide"];
+pub const ROW_TABLES: &[&str] = &[
+    "multi",
+    "two-plus-new",
+    "conditional-rank",
+    "no-p3",
+    "p1-conditional-new",
+];
+pub const PRESETS: &[&str] = &["paper", "throughput"];
+
+#[derive(Debug, Clone, Args)]
+pub struct DecodeArgs {
+    /// The RecGuide policy: `paper` (B ∈ {8, 16, 32}, every branch row: drafts every
+    /// round, the default) or `throughput` (tokens/s on this machine: AR steps and
+    /// cost-gated rows where drafting does not pay).
+    #[arg(long, value_parser = names::<Preset>(PRESETS), default_value = "paper")]
+    pub preset: Preset,
+    /// ar, linear (LinearSS) or recguide.
+    #[arg(long, value_parser = names::<Mode>(MODES), default_value = "recguide")]
+    pub mode: Mode,
+    /// Fixed block size B: LinearSS's, and RecGuide's instead of adaptive [default: 32].
+    #[arg(long)]
+    pub block: Option<usize>,
+    /// RecGuide with a fixed block size (--block).
+    #[arg(long)]
+    pub no_adaptive: bool,
+    /// Block sizes the adaptive rule chooses from (1 = an AR step) [default: the preset's].
+    #[arg(long, value_delimiter = ',')]
+    pub adaptive_blocks: Option<Vec<usize>>,
+    /// RecGuide without overlap branches.
+    #[arg(long)]
+    pub no_overlap: bool,
+    /// Branch rows only where the cost profile says they pay [default: the preset's].
+    #[arg(long, conflicts_with = "no_cost_aware")]
+    pub cost_aware: bool,
+    /// Every branch row the table builds, paying or not [default: the preset's].
+    #[arg(long)]
+    pub no_cost_aware: bool,
+    /// Margin below which a draft position is risky.
+    #[arg(long, default_value_t = DEFAULT_RISK_THRESHOLD, allow_negative_numbers = true)]
+    pub risk_threshold: f32,
+    /// Branch row table (reference §2.4).
+    #[arg(long, value_parser = names::<RowTable>(ROW_TABLES), default_value = "conditional-rank")]
+    pub row_table: RowTable,
+    /// Sampling temperature (0 = greedy, lossless).
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    pub temperature: f32,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Stop after this many new tokens.
+    #[arg(long, default_value_t = DEFAULT_MAX_NEW_TOKENS)]
+    pub max_new_tokens: usize,
+}
+
+impl DecodeArgs {
+    /// The options these flags ask for: the preset, changed by the flags given.
+    pub fn options(&self) -> Result<DecodeOptions> {
+        let mut o = self.preset.options();
+        o.mode = self.mode;
+        let fixed = self.block.unwrap_or(DEFAULT_BLOCK);
+        if let Some(set) = &self.adaptive_blocks {
+            o.blocks = Blocks::Adaptive(set.clone());
+        }
+        let fixed_wanted = self.mode != Mode::Recguide || self.no_adaptive || self.block.is_some();
+        if fixed_wanted {
+            o.blocks = Blocks::Fixed(fixed);
+        }
+        o.overlap = !self.no_overlap;
+        if self.cost_aware {
+            o.cost_aware = true;
+        }
+        if self.no_cost_aware {
+            o.cost_aware = false;
+        }
+        o.risk_threshold = self.risk_threshold;
+        o.row_table = self.row_table;
+        o.sampling.temperature = self.temperature;
+        o.sampling.seed = self.seed;
+        o.max_new_tokens = self.max_new_tokens;
+        o.validate()?;
+        Ok(o)
+    }
+}

@@ -1,0 +1,441 @@
+//! How a request is decoded: the one options type. The command line parses into it,
+//! recordings store it, the screen shows and changes it, bench sweeps over it. Every
+//! default is written here once; the presets name the two policies users choose
+//! between.
+
+use std::fmt;
+
+use anyhow::{ensure, Result};
+use serde::{Deserialize, Deserializer, Serialize};
+
+use super::events::Mode;
+use super::overlap::RowTable;
+use super::signals::Sampling;
+
+/// The reference's action space for the adaptive block size (the paper's RecGuide).
+pub const REFERENCE_BLOCKS: [usize; 3] = [8, 16, 32];
+/// The throughput preset's: the reference's plus 4 and 1 (an AR step, no draft).
+pub const THROUGHPUT_BLOCKS: [usize; 5] = [1, 4, 8, 16, 32];
+/// The fixed block size when none is given (the reference's).
+pub const DEFAULT_BLOCK: usize = 32;
+/// Largest block size accepted: larger drafts never survive whole, and a block is one
+/// forward's query length.
+pub const MAX_BLOCK: usize = 256;
+/// Draft positions with a margin p1 − p2 below this are risky (the reference's).
+pub const DEFAULT_RISK_THRESHOLD: f32 = 0.5;
+pub const DEFAULT_MAX_NEW_TOKENS: usize = 256;
+
+/// How the block size of each round is chosen.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Blocks {
+    /// Always this size (1 is an AR step).
+    Fixed(usize),
+    /// RecGuide's adaptive rule, choosing from these sizes each round.
+    Adaptive(Vec<usize>),
+}
+
+impl fmt::Display for Blocks {
+    /// `fixed 16`, `adaptive {8,16,32}`: the one label everywhere.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Blocks::Fixed(b) => write!(f, "fixed {b}"),
+            Blocks::Adaptive(set) => {
+                let s: Vec<String> = set.iter().map(|b| b.to_string()).collect();
+                write!(f, "adaptive {{{}}}", s.join(","))
+            }
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Blocks {
+    /// The typed form, or the strings of event version 1 (`fixed:16`, `adaptive`).
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        enum Typed {
+            Fixed(usize),
+            Adaptive(Vec<usize>),
+        }
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Any {
+            Typed(Typed),
+            Old(String),
+        }
+        match Any::deserialize(d)? {
+            Any::Typed(Typed::Fixed(b)) => Ok(Blocks::Fixed(b)),
+            Any::Typed(Typed::Adaptive(s)) => Ok(Blocks::Adaptive(s)),
+            Any::Old(s) if s == "adaptive" => Ok(Blocks::Adaptive(THROUGHPUT_BLOCKS.to_vec())),
+            Any::Old(s) => s
+                .strip_prefix("fixed:")
+                .and_then(|b| b.parse().ok())
+                .map(Blocks::Fixed)
+                .ok_or_else(|| {
+                    serde::de::Error::custom(format!(
+                        "block policy `{s}`: expected {{\"fixed\": B}} or {{\"adaptive\": [sizes]}}"
+                    ))
+                }),
+        }
+    }
+}
+
+/// The two policies users choose between.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Preset {
+    /// The paper's RecGuide: B ∈ {8, 16, 32} by the survival tables, every branch row
+    /// the row table builds. Drafts every round on any machine: what the screen is for.
+    #[default]
+    Paper,
+    /// Tokens per second on the machine at hand: AR steps and 4-token drafts allowed,
+    /// a measured regime (drafting or AR steps, whichever delivered more), branch rows
+    /// only where the cost profile says they pay. On a CPU it mostly takes AR steps.
+    Throughput,
+}
+
+impl Preset {
+    pub const ALL: [Preset; 2] = [Preset::Paper, Preset::Throughput];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Preset::Paper => "paper",
+            Preset::Throughput => "throughput",
+        }
+    }
+
+    /// The options this preset decodes with (RecGuide).
+    pub fn options(self) -> DecodeOptions {
+        let paper = DecodeOptions {
+            mode: Mode::Recguide,
+            blocks: Blocks::Adaptive(REFERENCE_BLOCKS.to_vec()),
+            overlap: true,
+            cost_aware: false,
+            risk_threshold: DEFAULT_RISK_THRESHOLD,
+            row_table: RowTable::default(),
+            sampling: Sampling::default(),
+            max_new_tokens: DEFAULT_MAX_NEW_TOKENS,
+        };
+        match self {
+            Preset::Paper => paper,
+            Preset::Throughput => DecodeOptions {
+                blocks: Blocks::Adaptive(THROUGHPUT_BLOCKS.to_vec()),
+                cost_aware: true,
+                ..paper
+            },
+        }
+    }
+}
+
+/// How one request is decoded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DecodeOptions {
+    pub mode: Mode,
+    /// The block size rule (LinearSS: fixed; RecGuide: fixed or adaptive; AR: unused).
+    pub blocks: Blocks,
+    /// RecGuide: fuse correction/continuation branches with verification.
+    pub overlap: bool,
+    /// RecGuide: add branch rows only where the cost profile says they pay.
+    pub cost_aware: bool,
+    /// A draft position is risky when its margin p1 − p2 is below this.
+    pub risk_threshold: f32,
+    pub row_table: RowTable,
+    pub sampling: Sampling,
+    pub max_new_tokens: usize,
+}
+
+impl Default for DecodeOptions {
+    fn default() -> Self {
+        Preset::default().options()
+    }
+}
+
+impl DecodeOptions {
+    pub fn validate(&self) -> Result<()> {
+        let sizes: Vec<usize> = match &self.blocks {
+            Blocks::Fixed(b) => vec![*b],
+            Blocks::Adaptive(set) => {
+                ensure!(
+                    !set.is_empty(),
+                    "the adaptive block sizes are an empty list"
+                );
+                ensure!(
+                    self.mode != Mode::Linear,
+                    "LinearSS uses a fixed block size; adaptive sizes are RecGuide's"
+                );
+                set.clone()
+            }
+        };
+        for b in sizes {
+            ensure!(
+                (1..=MAX_BLOCK).contains(&b),
+                "block size {b} is out of range: sizes go from 1 to {MAX_BLOCK}"
+            );
+        }
+        ensure!(
+            self.max_new_tokens >= 1,
+            "max_new_tokens must be at least 1"
+        );
+        ensure!(
+            self.risk_threshold.is_finite() && (0.0..=1.0).contains(&self.risk_threshold),
+            "risk threshold must be in [0, 1] (got {})",
+            self.risk_threshold
+        );
+        ensure!(
+            self.sampling.temperature >= 0.0 && self.sampling.temperature.is_finite(),
+            "temperature must be a non-negative number (got {})",
+            self.sampling.temperature
+        );
+        Ok(())
+    }
+
+    /// The block rule in force: AR is a fixed block of 1 (its one home).
+    pub fn block_policy(&self) -> Blocks {
+        match self.mode {
+            Mode::Ar => Blocks::Fixed(1),
+            _ => self.blocks.clone(),
+        }
+    }
+
+    /// The fixed block size, when the rule is fixed.
+    pub fn fixed_block(&self) -> Option<usize> {
+        match self.block_policy() {
+            Blocks::Fixed(b) => Some(b),
+            Blocks::Adaptive(_) => None,
+        }
+    }
+
+    /// The adaptive action space, when the rule is adaptive.
+    pub fn adaptive_blocks(&self) -> Option<&[usize]> {
+        match (&self.blocks, self.mode) {
+            (Blocks::Adaptive(set), Mode::Recguide) => Some(set),
+            _ => None,
+        }
+    }
+
+    /// Overlap branches are built: only RecGuide has them (their one home).
+    pub fn overlap_on(&self) -> bool {
+        self.mode == Mode::Recguide && self.overlap
+    }
+
+    /// Branch rows are gated by the cost profile.
+    pub fn cost_gated(&self) -> bool {
+        self.overlap_on() && self.cost_aware
+    }
+
+    /// The preset these options are, if they are one (`max_new_tokens` and sampling
+    /// aside).
+    pub fn preset(&self) -> Option<Preset> {
+        Preset::ALL.into_iter().find(|p| {
+            let o = p.options();
+            o.mode == self.mode
+                && o.blocks == self.blocks
+                && o.overlap == self.overlap
+                && o.cost_aware == self.cost_aware
+                && o.row_table == self.row_table
+                && o.risk_threshold == self.risk_threshold
+        })
+    }
+
+    /// `RecGuide adaptive {8,16,32} +overlap`, `LinearSS fixed 16`, `AR`: the one label
+    /// of a configuration, everywhere.
+    pub fn label(&self) -> String {
+        match self.mode {
+            Mode::Ar => "AR".into(),
+            Mode::Linear => format!("LinearSS {}", self.block_policy()),
+            Mode::Recguide => {
+                let mut s = format!("RecGuide {}", self.blocks);
+                if self.overlap {
+                    s.push_str(" +overlap");
+                    if self.cost_aware {
+                        s.push_str(" (cost-gated)");
+                    }
+                }
+                s
+            }
+        }
+    }
+
+    /// F2: AR → LinearSS → RecGuide → AR. LinearSS takes the fixed size of `base` (or
+    /// the last fixed one); RecGuide returns to `base`'s block rule.
+    pub fn cycle_mode(&mut self, base: &DecodeOptions) {
+        match self.mode {
+            Mode::Ar => {
+                self.mode = Mode::Linear;
+                self.blocks = Blocks::Fixed(self.last_fixed(base).max(2));
+            }
+            Mode::Linear => {
+                self.mode = Mode::Recguide;
+                self.blocks = base.blocks.clone();
+            }
+            Mode::Recguide => self.mode = Mode::Ar,
+        }
+    }
+
+    /// F3/F4: the next smaller or larger fixed size of `steps` (adaptive off). Returns
+    /// false when already at the end.
+    pub fn step_block(&mut self, base: &DecodeOptions, steps: &[usize], larger: bool) -> bool {
+        let cur = match self.block_policy() {
+            Blocks::Fixed(b) => b,
+            Blocks::Adaptive(_) => self.last_fixed(base),
+        };
+        let i = steps
+            .iter()
+            .position(|b| *b >= cur)
+            .unwrap_or(steps.len() - 1);
+        let j = if larger {
+            (i + 1).min(steps.len() - 1)
+        } else {
+            i.saturating_sub(1)
+        };
+        let moved = steps[j] != cur || matches!(self.blocks, Blocks::Adaptive(_));
+        let b = steps[j];
+        self.blocks = Blocks::Fixed(b);
+        match (self.mode, b) {
+            (Mode::Ar, b) if b > 1 => self.mode = Mode::Linear,
+            (Mode::Linear, 1) => self.mode = Mode::Ar,
+            _ => {}
+        }
+        moved
+    }
+
+    /// F7: RecGuide's adaptive block size on or off.
+    pub fn toggle_adaptive(&mut self, base: &DecodeOptions) {
+        self.mode = Mode::Recguide;
+        self.blocks = match &self.blocks {
+            Blocks::Adaptive(_) => Blocks::Fixed(self.last_fixed(base)),
+            Blocks::Fixed(_) => match &base.blocks {
+                Blocks::Adaptive(set) => Blocks::Adaptive(set.clone()),
+                Blocks::Fixed(_) => Blocks::Adaptive(REFERENCE_BLOCKS.to_vec()),
+            },
+        };
+    }
+
+    /// F8: RecGuide's overlap branches on or off (cost gating off with them, so that
+    /// turning them on shows rows on any machine).
+    pub fn toggle_overlap(&mut self) {
+        self.mode = Mode::Recguide;
+        self.overlap = !self.overlap;
+        if self.overlap {
+            self.cost_aware = false;
+        }
+    }
+
+    fn last_fixed(&self, base: &DecodeOptions) -> usize {
+        match (&self.blocks, &base.blocks) {
+            (Blocks::Fixed(b), _) | (_, Blocks::Fixed(b)) if *b > 1 => *b,
+            _ => DEFAULT_BLOCK,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_and_labels() {
+        let paper = DecodeOptions::default();
+        assert_eq!(paper.preset(), Some(Preset::Paper));
+        assert_eq!(paper.label(), "RecGuide adaptive {8,16,32} +overlap");
+        let t = Preset::Throughput.options();
+        assert_eq!(
+            t.label(),
+            "RecGuide adaptive {1,4,8,16,32} +overlap (cost-gated)"
+        );
+        let ar = DecodeOptions {
+            mode: Mode::Ar,
+            ..paper.clone()
+        };
+        assert_eq!(
+            (ar.label(), ar.block_policy()),
+            ("AR".into(), Blocks::Fixed(1))
+        );
+        assert!(!ar.overlap_on(), "overlap is RecGuide's");
+        let lin = DecodeOptions {
+            mode: Mode::Linear,
+            blocks: Blocks::Fixed(16),
+            ..paper
+        };
+        assert_eq!(lin.label(), "LinearSS fixed 16");
+        assert_eq!(lin.preset(), None);
+    }
+
+    #[test]
+    fn validation_names_the_problem() {
+        let bad = |o: DecodeOptions| o.validate().unwrap_err().to_string();
+        let base = DecodeOptions::default();
+        assert!(bad(DecodeOptions {
+            blocks: Blocks::Fixed(0),
+            ..base.clone()
+        })
+        .contains("block size 0"));
+        assert!(bad(DecodeOptions {
+            blocks: Blocks::Adaptive(vec![8, 1_000_000]),
+            ..base.clone()
+        })
+        .contains("1000000"));
+        assert!(bad(DecodeOptions {
+            mode: Mode::Linear,
+            ..base.clone()
+        })
+        .contains("LinearSS"));
+        assert!(bad(DecodeOptions {
+            risk_threshold: -1.0,
+            ..base
+        })
+        .contains("risk threshold"));
+    }
+
+    #[test]
+    fn old_and_typed_block_policies_read() {
+        let read = |s: &str| serde_json::from_str::<Blocks>(s).unwrap();
+        assert_eq!(read("\"fixed:16\""), Blocks::Fixed(16));
+        assert_eq!(read(r#"{"fixed":8}"#), Blocks::Fixed(8));
+        assert_eq!(
+            read(r#"{"adaptive":[8,16,32]}"#),
+            Blocks::Adaptive(vec![8, 16, 32])
+        );
+        assert!(serde_json::from_str::<Blocks>("\"fixed:x\"").is_err());
+        let o = DecodeOptions::default();
+        let back: DecodeOptions =
+            serde_json::from_str(&serde_json::to_string(&o).unwrap()).unwrap();
+        assert_eq!(back, o);
+    }
+
+    #[test]
+    fn keys_change_options_and_come_back() {
+        let base = DecodeOptions::default();
+        let mut o = base.clone();
+        // F2 cycles back to the starting setup.
+        o.cycle_mode(&base);
+        assert_eq!(o.mode, Mode::Ar);
+        o.cycle_mode(&base);
+        assert_eq!(
+            (o.mode, o.blocks.clone()),
+            (Mode::Linear, Blocks::Fixed(32))
+        );
+        o.cycle_mode(&base);
+        assert_eq!(o, base);
+        // F4 at the largest: nothing moves.
+        let steps = [1, 4, 8, 16, 32];
+        let mut f = o.clone();
+        assert!(f.step_block(&base, &steps, false));
+        assert_eq!(f.blocks, Blocks::Fixed(16));
+        assert!(f.step_block(&base, &steps, true));
+        assert!(!f.step_block(&base, &steps, true), "already at 32");
+        // F7 off and on again.
+        f.toggle_adaptive(&base);
+        assert_eq!(f.blocks, base.blocks);
+        f.toggle_adaptive(&base);
+        assert_eq!(f.blocks, Blocks::Fixed(32));
+        // LinearSS down to 1 is AR.
+        let mut l = DecodeOptions {
+            mode: Mode::Linear,
+            blocks: Blocks::Fixed(4),
+            ..base.clone()
+        };
+        l.step_block(&base, &steps, false);
+        assert_eq!(l.mode, Mode::Ar);
+    }
+}

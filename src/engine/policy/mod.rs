@@ -1,0 +1,413 @@
+//! The block-size policy: every rule that decides how many tokens a request drafts
+//! this round, in one place, with one clock, one exploration budget and one cost
+//! model. The scheduler asks it once per round ([`BlockPolicy::decide`]) and tells it
+//! what the forwards and the round cost ([`BlockPolicy::observe_forward`],
+//! [`BlockPolicy::end_round`]).
+//!
+//! The rules, each a [`Rule`]:
+//! - `fixed`: LinearSS and RecGuide without adaptive; AR is a fixed block of 1;
+//! - `reused`: a request holding a branch's block verifies it (no draft forward);
+//! - `cold_start` / `ratio`: RecGuide's per-request rule (reference §3.2), argmax
+//!   V_B(s) / T_C(B) over the action space, capped by concurrency before any history;
+//! - `round`: in a packed round the adaptive requests choose together (`joint`), the
+//!   round's expected tokens per ms;
+//! - `ar_regime` / `ar_trial`: where the action space holds 1 (the throughput preset),
+//!   packed rounds run drafting or AR steps, whichever measured more tokens per ms
+//!   (`regime`);
+//! - `explore`: now and then one request runs a size the rule did not pick, so the
+//!   learned costs keep measuring it;
+//! - `context`: clipped to what is left of the window.
+
+mod joint;
+mod regime;
+mod tables;
+
+use std::collections::BTreeMap;
+
+pub use joint::RoundOption;
+pub use regime::{Regime, RegimeChooser};
+pub use tables::{
+    cold_start, pava_non_increasing, stratum, verify_entropy, History, RoundRecord, SurvivalSample,
+    SurvivalTables,
+};
+
+use super::cost::{CostModel, ForwardShape, OnlineCost};
+use super::events::{BlockCandidate, BlockDecision, Rule};
+use super::options::{Blocks, DecodeOptions};
+
+/// The exploration budget: each alternative the rules did not choose (a block size, the
+/// other regime) may spend this share of the run's time on being measured, so a slow
+/// spell, or a profile that misprices one, cannot lock it out for good.
+pub const EXPLORE_SHARE: f64 = 0.03;
+
+/// How overdue an alternative costing `cost_ms` to measure is, `since_ms` after it last
+/// ran: 1 or more means its share of the time has built up.
+pub fn overdue(since_ms: f64, cost_ms: f64) -> f64 {
+    since_ms * EXPLORE_SHARE / cost_ms.max(1e-9)
+}
+
+/// What the policy needs to know of one live request.
+#[derive(Debug, Clone)]
+pub struct Member<'a> {
+    pub options: &'a DecodeOptions,
+    pub history: &'a History,
+    /// Committed positions in its cache.
+    pub ctx: usize,
+    /// Positions left in the context window.
+    pub room: usize,
+    /// Length of a reused branch block waiting to be verified.
+    pub reused: Option<usize>,
+}
+
+/// A round's block size for one request, and why (`None` for AR, which shows none).
+pub type Decision = (usize, Option<BlockDecision>);
+
+/// The block-size policy with what it has learned.
+#[derive(Debug, Clone)]
+pub struct BlockPolicy {
+    tables: SurvivalTables,
+    cost: OnlineCost,
+    regimes: RegimeChooser,
+    /// ms of rounds run so far: the one clock.
+    clock_ms: f64,
+    /// `clock_ms` when each block size last ran in a jointly chosen round.
+    last_ran: BTreeMap<usize, f64>,
+    /// Packed rounds decided (whose turn it is to explore).
+    rounds: u64,
+    /// The regime of the round being run, if it applied to someone.
+    round_regime: Option<Regime>,
+    /// ms of this round's forwards the cost model learned from (the rest is overhead).
+    round_forward_ms: f64,
+}
+
+impl BlockPolicy {
+    pub fn new(tables: SurvivalTables, cost: CostModel) -> Self {
+        Self {
+            tables,
+            cost: OnlineCost::new(cost),
+            regimes: RegimeChooser::default(),
+            clock_ms: 0.0,
+            last_ran: BTreeMap::new(),
+            rounds: 0,
+            round_regime: None,
+            round_forward_ms: 0.0,
+        }
+    }
+
+    pub fn set_tables(&mut self, tables: SurvivalTables) {
+        self.tables = tables;
+    }
+
+    pub fn set_cost(&mut self, cost: CostModel) {
+        let learn = self.cost.is_learning();
+        self.cost = OnlineCost::new(cost).learning(learn);
+    }
+
+    /// Whether forwards refit the cost model (on by default; off keeps the profile's
+    /// prices, e.g. a GPU profile on a CPU). The rules run the same either way.
+    pub fn set_cost_learning(&mut self, on: bool) {
+        self.cost = self.cost.clone().learning(on);
+    }
+
+    pub fn tables(&self) -> &SurvivalTables {
+        &self.tables
+    }
+
+    /// The cost model decisions use now.
+    pub fn cost(&self) -> &CostModel {
+        self.cost.model()
+    }
+
+    /// A forward's measured time (with its signals), for the cost model.
+    pub fn observe_forward(&mut self, shape: &ForwardShape, ms: f64) {
+        self.cost.observe(shape, ms);
+        self.round_forward_ms += ms;
+    }
+
+    /// A round ended: `tokens` committed by everyone in `round_ms`.
+    pub fn end_round(&mut self, concurrency: usize, tokens: usize, round_ms: f64) {
+        self.clock_ms += round_ms;
+        if let Some(regime) = self.round_regime.take() {
+            self.regimes
+                .record(concurrency, regime, tokens, round_ms, self.clock_ms);
+        }
+        if self.round_forward_ms > 0.0 {
+            self.cost
+                .observe_round((round_ms - self.round_forward_ms).max(0.0));
+        }
+        self.round_forward_ms = 0.0;
+    }
+
+    /// Block sizes for every member of a round. `joint`: the round shares its forwards
+    /// (packed), so adaptive requests choose together; otherwise each by the
+    /// per-request rule (the reference's buckets).
+    pub fn decide(&mut self, members: &[Member], joint: bool) -> Vec<Decision> {
+        let concurrency = members.len();
+        let mut out: Vec<Option<Decision>> = vec![None; members.len()];
+        // Adaptive requests without a reused block choose among their action space.
+        let mut open: Vec<(usize, Vec<RoundOption>)> = Vec::new();
+        for (i, m) in members.iter().enumerate() {
+            match (joint, m.options.adaptive_blocks(), m.reused) {
+                (true, Some(set), None) => {
+                    let opts = self.options_of(m, set, concurrency);
+                    if opts.is_empty() {
+                        out[i] = Some(self.per_request(m, concurrency));
+                    } else {
+                        open.push((i, opts));
+                    }
+                }
+                _ => out[i] = Some(self.per_request(m, concurrency)),
+            }
+        }
+        if !open.is_empty() {
+            for (i, d) in self.choose_jointly(members, &open) {
+                out[i] = Some(d);
+            }
+        }
+        let cost = self.cost.model();
+        out.into_iter()
+            .zip(members)
+            .map(|(d, m)| {
+                let (b, why) = d.unwrap_or((1, None));
+                let (b, why) = if b > m.room {
+                    (m.room.max(1), Some(BlockDecision::plain(Rule::Context)))
+                } else {
+                    (b, why)
+                };
+                let ar_rate = Some(cost.ar_rate(concurrency, m.ctx));
+                (b, why.map(|w| BlockDecision { ar_rate, ..w }))
+            })
+            .collect()
+    }
+
+    /// An option per size of the action space the tables can value and the window
+    /// holds, capped by the reference's concurrency mapping before any history.
+    fn options_of(&self, m: &Member, set: &[usize], concurrency: usize) -> Vec<RoundOption> {
+        let cap = if m.history.is_empty() {
+            cold_start(concurrency)
+        } else {
+            usize::MAX
+        };
+        let mut blocks = set.to_vec();
+        blocks.sort_unstable();
+        blocks.dedup();
+        blocks
+            .into_iter()
+            .filter(|&b| b <= cap && b <= m.room && self.tables.covers(b))
+            .map(|b| self.option(m, b, b > 1))
+            .collect()
+    }
+
+    fn option(&self, m: &Member, b: usize, drafts: bool) -> RoundOption {
+        let cost = self.cost.model();
+        RoundOption {
+            block: b,
+            value: self
+                .tables
+                .value(b, m.history.signal(), m.history.stratum().as_deref()),
+            draft_ms: if drafts {
+                cost.draft_row_ms(b, m.ctx)
+            } else {
+                0.0
+            },
+            verify_ms: cost.row_ms(b, m.ctx),
+        }
+    }
+
+    /// The per-request block size: fixed, a reused block's, or the ratio rule.
+    fn per_request(&self, m: &Member, concurrency: usize) -> Decision {
+        let o = m.options;
+        if let Some(len) = m.reused {
+            // A reused block cost no draft forward: verify it rather than drop it for
+            // an AR step; the adaptive rule may shorten it.
+            let want = match o.adaptive_blocks() {
+                Some(set) => self.ratio_rule(m, set, concurrency).0,
+                None => o.fixed_block().unwrap_or(len),
+            };
+            let b = if want == 1 { len } else { len.min(want) };
+            return (b, Some(BlockDecision::plain(Rule::Reused)));
+        }
+        match o.block_policy() {
+            Blocks::Fixed(1) if o.mode == super::events::Mode::Ar => (1, None),
+            Blocks::Fixed(b) => (b, Some(BlockDecision::plain(Rule::Fixed))),
+            Blocks::Adaptive(set) => {
+                let (b, why) = self.ratio_rule(m, &set, concurrency);
+                (b, Some(why))
+            }
+        }
+    }
+
+    /// The ratio rule over the action space `blocks`: argmax_B V_B(s) / T_C(B); ties go
+    /// to the smaller B. Before a request has history (cold start) the reference's
+    /// mapping from concurrency to B is the largest B allowed, and within it the rule
+    /// runs on the tables' marginal values: with flat forward costs, as on the
+    /// reference's GPUs, that is the reference's choice; where a 32-token forward costs
+    /// several 8-token ones, as on a CPU, the first round is not spent on a block the
+    /// costs do not justify. Sizes the tables cannot value are left out; when none is
+    /// left, the smallest requested size is taken (`untabled`).
+    pub fn ratio_rule(
+        &self,
+        m: &Member,
+        blocks: &[usize],
+        concurrency: usize,
+    ) -> (usize, BlockDecision) {
+        ratio_rule(
+            m.history,
+            &self.tables,
+            self.cost.model(),
+            blocks,
+            concurrency,
+            m.ctx,
+        )
+    }
+
+    /// The joint choice of a packed round's open members, the regime, exploration.
+    fn choose_jointly(
+        &mut self,
+        members: &[Member],
+        open: &[(usize, Vec<RoundOption>)],
+    ) -> Vec<(usize, Decision)> {
+        let concurrency = members.len();
+        // Everyone in the round counts in its cost, the members with one option too.
+        let mut options: Vec<Vec<RoundOption>> = Vec::with_capacity(members.len());
+        let mut slot = vec![None; members.len()];
+        for (k, (i, opts)) in open.iter().enumerate() {
+            slot[*i] = Some(k);
+            options.push(opts.clone());
+        }
+        for (i, m) in members.iter().enumerate() {
+            if slot[i].is_none() {
+                let (b, _) = self.per_request(m, concurrency);
+                let drafts = b > 1 && m.reused.is_none();
+                options.push(vec![self.option(m, b.min(m.room.max(1)), drafts)]);
+            }
+        }
+        let cost = self.cost.model().clone();
+        let mut choice = joint::choose(&options, &cost);
+        let round = self.rounds;
+        self.rounds += 1;
+        let can_step = |k: usize| options[k].iter().position(|o| o.block == 1);
+        let steppers: Vec<usize> = (0..open.len()).filter(|&k| can_step(k).is_some()).collect();
+        let regime = if steppers.is_empty() {
+            Regime::Draft
+        } else {
+            let r = self.regimes.next(concurrency, self.clock_ms);
+            self.round_regime = Some(r);
+            r
+        };
+        let mut explored = None;
+        if regime == Regime::Ar {
+            for &k in &steppers {
+                if let Some(j) = can_step(k) {
+                    choice.picks[k] = j;
+                }
+            }
+            choice.rate = joint::rate_of(&options, &choice.picks, &cost);
+        } else {
+            let multi: Vec<usize> = (0..open.len()).filter(|&k| options[k].len() > 1).collect();
+            if !multi.is_empty() {
+                // One request (in turn) measures the most overdue size.
+                let k = multi[round as usize % multi.len()];
+                let since =
+                    |b: usize| self.clock_ms - self.last_ran.get(&b).copied().unwrap_or(0.0);
+                if let Some(j) = joint::explore(&options[k], choice.picks[k], &cost, since) {
+                    choice.picks[k] = j;
+                    explored = Some(k);
+                }
+            }
+        }
+        let mut out = Vec::with_capacity(open.len());
+        for (k, (i, opts)) in open.iter().enumerate() {
+            let o = opts[choice.picks[k]];
+            self.last_ran.insert(o.block, self.clock_ms);
+            let h = members[*i].history;
+            let stepped = regime == Regime::Ar && o.block == 1;
+            let rule = if explored == Some(k) {
+                Rule::Explore
+            } else if stepped && self.regimes.in_trial() {
+                Rule::ArTrial
+            } else if stepped {
+                Rule::ArRegime
+            } else if h.is_empty() {
+                Rule::ColdStart
+            } else {
+                Rule::Round
+            };
+            // An AR step of the AR regime: the measured rates say why, not V − λ·T.
+            let candidates = if stepped {
+                Vec::new()
+            } else {
+                opts.iter()
+                    .map(|o| BlockCandidate {
+                        block: o.block,
+                        value: o.value,
+                        cost_ms: o.cost(),
+                    })
+                    .collect()
+            };
+            let decision = BlockDecision {
+                rule,
+                signal: h.signal(),
+                candidates,
+                rate: (!stepped).then_some(choice.rate),
+                measured: stepped.then(|| self.regimes.rates(concurrency)),
+                ar_rate: None,
+            };
+            out.push((*i, (o.block, Some(decision))));
+        }
+        out
+    }
+}
+
+/// The ratio rule (see [`BlockPolicy::ratio_rule`]).
+pub fn ratio_rule(
+    history: &History,
+    tables: &SurvivalTables,
+    cost: &CostModel,
+    blocks: &[usize],
+    concurrency: usize,
+    ctx: usize,
+) -> (usize, BlockDecision) {
+    let (rule, cap) = if history.is_empty() {
+        (Rule::ColdStart, cold_start(concurrency))
+    } else {
+        (Rule::Ratio, usize::MAX)
+    };
+    let signal = history.signal();
+    let stratum = history.stratum();
+    let candidates: Vec<BlockCandidate> = blocks
+        .iter()
+        .filter(|&&b| b <= cap && tables.covers(b))
+        .map(|&b| BlockCandidate {
+            block: b,
+            value: tables.value(b, signal, stratum.as_deref()),
+            cost_ms: cost.round_ms(concurrency, b, ctx),
+        })
+        .collect();
+    let best = candidates.iter().reduce(|best, c| {
+        let (r, rb) = (c.value / c.cost_ms, best.value / best.cost_ms);
+        if r > rb + 1e-12 || (r > rb - 1e-12 && c.block < best.block) {
+            c
+        } else {
+            best
+        }
+    });
+    let (block, rule) = match best {
+        Some(c) => (c.block, rule),
+        None => (blocks.iter().copied().min().unwrap_or(1), Rule::Untabled),
+    };
+    (
+        block,
+        BlockDecision {
+            rule,
+            signal,
+            candidates,
+            rate: None,
+            measured: None,
+            ar_rate: None,
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,520 @@
+//! Many concurrent requests, one round at a time: prefill the new ones, ask the block
+//! policy for each request's block size, draft, verify (with the branch rows of
+//! RecGuide's overlap), commit. Every phase of a round is one forward over all
+//! requests, whatever block size each planned, since rows of different lengths pack
+//! without padding; the reference's buckets (one forward per planned block size)
+//! remain selectable (`Batching::ByBlock`). Each request keeps its own cache, seed and
+//! history (`request`); applying a verdict is `resolve`.
+
+mod request;
+mod resolve;
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+pub use request::{Finished, Submit};
+use request::{Pending, ReqState};
+
+use super::cost::{CostModel, ForwardShape};
+use super::events::{BlockDecision, DecodeEvent, EventSink, Origin, Phase, RequestId};
+use super::options::DecodeOptions;
+use super::overlap::{self, Branch, BranchKind, BranchRoom, HitRates};
+use super::policy::{BlockPolicy, Member, SurvivalTables};
+use super::signals::{self, PosSignals};
+use crate::model::{AttnRule, KvCache, LogitSel, Model, Row, RowBatch, TextTokenizer};
+
+/// Physical forwards of the whole scheduler (each counted once).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ForwardCounts {
+    pub prefill: usize,
+    pub draft: usize,
+    pub verify: usize,
+    pub fused: usize,
+    pub rows: usize,
+    pub query_tokens: usize,
+}
+
+/// How a round's requests share forwards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Batching {
+    /// One forward per phase for every request: rows of different block sizes are
+    /// packed side by side (the forward takes ragged rows, so nothing is padded).
+    #[default]
+    Packed,
+    /// The reference's buckets: one forward per phase for each planned block size.
+    ByBlock,
+}
+
+/// What one request does this round.
+pub(super) struct Plan {
+    req: usize,
+    block_size: usize,
+    block: Vec<u32>,
+    draft: Vec<PosSignals>,
+    /// A draft forward ran for it.
+    drafted: bool,
+    reused: Option<BranchKind>,
+    risky: Vec<usize>,
+    branches: Vec<Branch>,
+}
+
+/// When a forward started, how long the forward itself took, and what it computed.
+struct Timing {
+    start: Instant,
+    shape: ForwardShape,
+}
+
+/// The decoding core: owns the model, every request's state and the block policy.
+pub struct Scheduler {
+    model: Model,
+    tokenizer: Option<TextTokenizer>,
+    policy: BlockPolicy,
+    hit_rates: HitRates,
+    requests: Vec<ReqState>,
+    finished: Vec<Finished>,
+    next_id: RequestId,
+    mask: u32,
+    eos: Vec<u32>,
+    counts: ForwardCounts,
+    batching: Batching,
+    /// Tokens committed so far by every request.
+    committed: usize,
+}
+
+impl Scheduler {
+    pub fn new(model: Model, tokenizer: Option<TextTokenizer>) -> Self {
+        let mask = model.config().mask_token_id();
+        let eos = model.config().eos_token_ids();
+        Self {
+            model,
+            tokenizer,
+            policy: BlockPolicy::new(SurvivalTables::builtin(), CostModel::load_default()),
+            hit_rates: HitRates::default(),
+            requests: Vec::new(),
+            finished: Vec::new(),
+            next_id: 1,
+            mask,
+            eos,
+            counts: ForwardCounts::default(),
+            batching: Batching::default(),
+            committed: 0,
+        }
+    }
+
+    pub fn with_batching(mut self, batching: Batching) -> Self {
+        self.batching = batching;
+        self
+    }
+
+    pub fn with_tables(mut self, tables: SurvivalTables) -> Self {
+        self.policy.set_tables(tables);
+        self
+    }
+
+    /// The cost profile decisions start from (refitted online unless turned off).
+    pub fn with_cost(mut self, cost: CostModel) -> Self {
+        self.policy.set_cost(cost);
+        self
+    }
+
+    /// Whether the cost model learns from this run's forwards (on by default; off keeps
+    /// the profile's prices). Every rule of the policy runs either way.
+    pub fn with_cost_learning(mut self, on: bool) -> Self {
+        self.policy.set_cost_learning(on);
+        self
+    }
+
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    pub fn policy(&self) -> &BlockPolicy {
+        &self.policy
+    }
+
+    pub fn cost(&self) -> &CostModel {
+        self.policy.cost()
+    }
+
+    pub fn counts(&self) -> &ForwardCounts {
+        &self.counts
+    }
+
+    /// Requests still decoding.
+    pub fn active(&self) -> usize {
+        self.requests.len()
+    }
+
+    /// Finished requests so far, in finishing order (taken out of the scheduler).
+    pub fn take_finished(&mut self) -> Vec<Finished> {
+        std::mem::take(&mut self.finished)
+    }
+
+    /// Queues a request; it is prefilled at the next step.
+    pub fn submit(&mut self, s: Submit, sink: &mut dyn EventSink) -> Result<RequestId> {
+        let id = self.next_id;
+        self.submit_with_id(id, s, sink)?;
+        Ok(id)
+    }
+
+    /// Changes the options of every live request from its next round on.
+    pub fn set_options(&mut self, options: &DecodeOptions) -> Result<()> {
+        options.validate()?;
+        for r in &mut self.requests {
+            let o = DecodeOptions {
+                max_new_tokens: r.opts.max_new_tokens,
+                sampling: r.opts.sampling,
+                ..options.clone()
+            };
+            if o.mode != r.opts.mode || o.blocks != r.opts.blocks {
+                r.pending = None;
+            }
+            r.opts = o;
+        }
+        Ok(())
+    }
+
+    /// Runs until every request has finished.
+    pub fn run_to_completion(&mut self, sink: &mut dyn EventSink) -> Result<()> {
+        while self.active() > 0 {
+            self.step(sink)?;
+        }
+        Ok(())
+    }
+
+    /// One round for every live request (prefilling new ones first).
+    pub fn step(&mut self, sink: &mut dyn EventSink) -> Result<()> {
+        self.prefill(sink)?;
+        // Requests that stopped at their first token leave before indices are planned.
+        self.finish_done(sink);
+        let start = Instant::now();
+        let committed = self.committed;
+        let live: Vec<usize> = (0..self.requests.len()).filter(|&i| self.live(i)).collect();
+        let max_pos = self.model.config().max_position_embeddings;
+        let members: Vec<Member> = live
+            .iter()
+            .map(|&i| {
+                let r = &self.requests[i];
+                Member {
+                    options: &r.opts,
+                    history: &r.history,
+                    ctx: r.cache.len(),
+                    room: max_pos - r.cache.len(),
+                    reused: r.pending.as_ref().map(|p| p.block.len()),
+                }
+            })
+            .collect();
+        let decisions = self
+            .policy
+            .decide(&members, self.batching == Batching::Packed);
+        let plans: Vec<Plan> = live
+            .iter()
+            .zip(decisions)
+            .map(|(&i, (b, why))| self.plan(i, b, why, sink))
+            .collect();
+        let groups: Vec<Vec<Plan>> = match self.batching {
+            Batching::Packed => vec![plans],
+            Batching::ByBlock => {
+                let mut buckets: BTreeMap<usize, Vec<Plan>> = BTreeMap::new();
+                for p in plans {
+                    buckets.entry(p.block_size).or_default().push(p);
+                }
+                buckets.into_values().collect()
+            }
+        };
+        for mut group in groups.into_iter().filter(|g| !g.is_empty()) {
+            self.draft_group(&mut group, sink)?;
+            for p in &mut group {
+                self.plan_branches(p, live.len());
+            }
+            self.verify_group(group, sink)?;
+        }
+        self.finish_done(sink);
+        let round_ms = start.elapsed().as_secs_f64() * 1e3;
+        self.policy
+            .end_round(live.len(), self.committed - committed, round_ms);
+        Ok(())
+    }
+
+    /// One physical forward over the caches of `reqs` (row `cache` indices refer to
+    /// positions in `reqs`): counted once, reported as a `Forward` event.
+    fn forward(
+        &mut self,
+        phase: Phase,
+        batch: RowBatch,
+        reqs: &[usize],
+        sink: &mut dyn EventSink,
+    ) -> Result<(Vec<candle_core::Tensor>, Timing)> {
+        let shape = ForwardShape {
+            rows: batch.rows.len(),
+            tokens: batch.num_tokens(),
+            token_ctx: batch
+                .rows
+                .iter()
+                .map(|r| r.tokens.len() * self.requests[reqs[r.cache]].cache.len())
+                .sum(),
+            draft_tokens: batch
+                .rows
+                .iter()
+                .map(|r| r.lora_from.map_or(0, |f| r.tokens.len().saturating_sub(f)))
+                .sum(),
+        };
+        let start = Instant::now();
+        let logits = {
+            let mut caches = caches_of(&mut self.requests, reqs);
+            self.model
+                .forward(&batch, &mut caches)
+                .with_context(|| format!("{} forward", phase.name()))?
+        };
+        let ms = start.elapsed().as_secs_f64() * 1e3;
+        let c = &mut self.counts;
+        match phase {
+            Phase::Prefill => c.prefill += 1,
+            Phase::Draft => c.draft += 1,
+            Phase::Verify => c.verify += 1,
+            Phase::Fused => c.fused += 1,
+        }
+        if phase != Phase::Prefill {
+            c.rows += batch.rows.len();
+            c.query_tokens += batch.num_tokens();
+        }
+        sink.emit(DecodeEvent::Forward {
+            phase,
+            rows: batch.rows.len(),
+            query_tokens: batch.num_tokens(),
+            requests: reqs.len(),
+            ms,
+        });
+        Ok((logits, Timing { start, shape }))
+    }
+
+    /// The policy learns the forward's time with its signals and verdicts.
+    fn learn_cost(&mut self, t: &Timing) {
+        let ms = t.start.elapsed().as_secs_f64() * 1e3;
+        self.policy.observe_forward(&t.shape, ms);
+    }
+
+    fn choose(
+        &mut self,
+        req: usize,
+        logits: &candle_core::Tensor,
+    ) -> Result<(Vec<PosSignals>, Vec<u32>)> {
+        let r = &mut self.requests[req];
+        signals::signals_and_choices(logits, self.mask, r.opts.sampling, &mut r.rng)
+    }
+
+    /// Batched prefill of every new request: one forward, first token chosen.
+    fn prefill(&mut self, sink: &mut dyn EventSink) -> Result<()> {
+        let new: Vec<usize> = (0..self.requests.len())
+            .filter(|&i| !self.requests[i].prefilled)
+            .collect();
+        if new.is_empty() {
+            return Ok(());
+        }
+        let rows: Vec<Row> = new
+            .iter()
+            .enumerate()
+            .map(|(k, &i)| {
+                Row::new(k, self.requests[i].prompt.clone(), AttnRule::Causal)
+                    .commit()
+                    .logits(LogitSel::Last)
+            })
+            .collect();
+        let (logits, timing) = self.forward(Phase::Prefill, RowBatch::new(rows), &new, sink)?;
+        let ms = timing.start.elapsed().as_secs_f64() * 1e3;
+        for (k, &i) in new.iter().enumerate() {
+            let (_, choice) = self.choose(i, &logits[k])?;
+            let seed = choice[0];
+            let r = &mut self.requests[i];
+            r.prefilled = true;
+            r.seed = seed;
+            r.stats.prefill_secs = ms / 1e3;
+            r.decode_start = Some(Instant::now());
+            sink.emit(DecodeEvent::Prefilled {
+                req: r.id,
+                prompt_tokens: r.prompt.len(),
+                seed,
+                ms,
+            });
+            self.commit(i, 0, &[seed], &[Origin::Prefill], sink);
+        }
+        Ok(())
+    }
+
+    /// The plan of request `i` for a block of `b` (the policy's decision): its draft
+    /// source, a reused branch's block or a fresh draft.
+    fn plan(
+        &mut self,
+        i: usize,
+        b: usize,
+        why: Option<BlockDecision>,
+        sink: &mut dyn EventSink,
+    ) -> Plan {
+        let r = &mut self.requests[i];
+        r.round += 1;
+        if let Some(reason) = why {
+            sink.emit(DecodeEvent::BlockChosen {
+                req: r.id,
+                round: r.round,
+                block: b,
+                reason,
+            });
+        }
+        let (block, draft, reused) = match r.pending.take() {
+            Some(p) => {
+                let mut block = p.block;
+                let mut sig = p.signals;
+                block.truncate(b);
+                sig.truncate(b - 1);
+                (block, sig, Some(p.kind))
+            }
+            None => (vec![r.seed], Vec::new(), None),
+        };
+        Plan {
+            req: i,
+            block_size: b,
+            block,
+            draft,
+            drafted: false,
+            reused,
+            risky: Vec::new(),
+            branches: Vec::new(),
+        }
+    }
+
+    /// One bidirectional draft forward for every plan of the group that needs one.
+    fn draft_group(&mut self, group: &mut [Plan], sink: &mut dyn EventSink) -> Result<()> {
+        let need: Vec<usize> = (0..group.len())
+            .filter(|&k| group[k].block_size > 1 && group[k].reused.is_none())
+            .collect();
+        if !need.is_empty() {
+            let reqs: Vec<usize> = need.iter().map(|&k| group[k].req).collect();
+            let rows: Vec<Row> = need
+                .iter()
+                .enumerate()
+                .map(|(slot, &k)| {
+                    let b = group[k].block_size;
+                    let mut tokens = vec![self.requests[group[k].req].seed];
+                    tokens.extend(std::iter::repeat_n(self.mask, b - 1));
+                    Row::new(slot, tokens, AttnRule::Bidirectional)
+                        .lora_from(0)
+                        .logits(LogitSel::Range {
+                            start: 1,
+                            len: b - 1,
+                        })
+                })
+                .collect();
+            let (logits, timing) = self.forward(Phase::Draft, RowBatch::new(rows), &reqs, sink)?;
+            for (slot, &k) in need.iter().enumerate() {
+                let (sig, choice) = self.choose(group[k].req, &logits[slot])?;
+                group[k].block.extend_from_slice(&choice);
+                group[k].draft = sig;
+                group[k].drafted = true;
+            }
+            self.learn_cost(&timing);
+        }
+        let detail = sink.detail();
+        for p in group.iter_mut() {
+            let r = &self.requests[p.req];
+            p.risky = overlap::risky_positions(&p.draft, r.opts.risk_threshold);
+            if p.block_size > 1 {
+                sink.emit(DecodeEvent::Drafted {
+                    req: r.id,
+                    round: r.round,
+                    block: p.block.clone(),
+                    margins: p.draft.iter().map(|s| s.margin).collect(),
+                    risky: p.risky.clone(),
+                    reused: p.reused,
+                    detail: if detail {
+                        resolve::views(&p.draft)
+                    } else {
+                        Vec::new()
+                    },
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Branch rows for one plan (RecGuide overlap), gated by cost when asked.
+    fn plan_branches(&self, p: &mut Plan, concurrency: usize) {
+        let r = &self.requests[p.req];
+        if !r.opts.overlap_on() || p.block_size < 2 {
+            return;
+        }
+        let max_pos = self.model.config().max_position_embeddings;
+        let ctx = r.cache.len();
+        let mut banned = vec![self.mask];
+        banned.extend_from_slice(&self.eos);
+        let room = BranchRoom {
+            context: max_pos - ctx,
+            budget: r.opts.max_new_tokens.saturating_sub(r.out.len()),
+        };
+        let mut branches = overlap::plan_branches(
+            &p.block,
+            &p.draft,
+            &p.risky,
+            r.opts.row_table,
+            self.mask,
+            &banned,
+            room,
+        );
+        if r.opts.cost_gated() {
+            overlap::gate(
+                &mut branches,
+                &self.hit_rates,
+                self.policy.cost(),
+                p.block_size,
+                ctx,
+                concurrency,
+            );
+        }
+        p.branches = branches;
+    }
+
+    /// One fused forward: every plan's verify row (committing) plus its branch rows.
+    fn verify_group(&mut self, group: Vec<Plan>, sink: &mut dyn EventSink) -> Result<()> {
+        let reqs: Vec<usize> = group.iter().map(|p| p.req).collect();
+        let mut rows = Vec::new();
+        // (first row index, number of branch rows) per plan.
+        let mut layout = Vec::with_capacity(group.len());
+        for (slot, p) in group.iter().enumerate() {
+            layout.push((rows.len(), p.branches.len()));
+            rows.push(
+                Row::new(slot, p.block.clone(), AttnRule::Causal)
+                    .commit()
+                    .logits(LogitSel::All),
+            );
+            rows.extend(p.branches.iter().map(|br| br.row(slot)));
+        }
+        let phase = if group.iter().any(|p| !p.branches.is_empty()) {
+            Phase::Fused
+        } else {
+            Phase::Verify
+        };
+        let (logits, timing) = self.forward(phase, RowBatch::new(rows), &reqs, sink)?;
+        let detail = sink.detail();
+        for (p, &(first, nbranch)) in group.into_iter().zip(&layout) {
+            let i = p.req;
+            let (vsig, vtok) = self.choose(i, &logits[first])?;
+            let mut predicted = Vec::with_capacity(nbranch);
+            for k in 0..nbranch {
+                predicted.push(self.choose(i, &logits[first + 1 + k])?);
+            }
+            self.resolve(p, vsig, vtok, predicted, detail, sink);
+        }
+        self.learn_cost(&timing);
+        Ok(())
+    }
+}
+
+/// Mutable caches of the given requests, in that order (each request at most once).
+fn caches_of<'a>(requests: &'a mut [ReqState], idx: &[usize]) -> Vec<&'a mut KvCache> {
+    let mut slots: Vec<Option<&mut KvCache>> =
+        requests.iter_mut().map(|r| Some(&mut r.cache)).collect();
+    idx.iter().filter_map(|&i| slots[i].take()).collect()
+}

@@ -1,0 +1,135 @@
+//! Applying the verifier's verdict to a request: acceptance (`round::verify`), the
+//! cache crop, the committed tokens, the branch outcome (`overlap::resolve`), the
+//! history the block policy reads and the round's tally.
+
+use super::{Pending, Plan, Scheduler};
+use crate::engine::events::{BranchView, DecodeEvent, EventSink, Origin, PosView, RoundTally};
+use crate::engine::overlap::{self, BranchKind, BranchOutcome};
+use crate::engine::policy::{verify_entropy, RoundRecord};
+use crate::engine::round;
+use crate::engine::signals::PosSignals;
+
+/// A branch row's logits, as the verify forward gave them.
+pub(super) type Predicted = (Vec<PosSignals>, Vec<u32>);
+
+impl Scheduler {
+    /// Applies the verdict on one plan: acceptance, crop, emit, branch reuse, history,
+    /// statistics.
+    pub(super) fn resolve(
+        &mut self,
+        p: Plan,
+        vsig: Vec<PosSignals>,
+        vtok: Vec<u32>,
+        predicted: Vec<Predicted>,
+        detail: bool,
+        sink: &mut dyn EventSink,
+    ) {
+        let (i, b) = (p.req, p.block_size);
+        let verdict = round::verify(&p.block, &vtok);
+        let r = &mut self.requests[i];
+        let (id, rnd) = (r.id, r.round);
+        let ctx = r.cache.len() - b;
+        let _ = r.cache.truncate(ctx + verdict.advance());
+        let budget = r.opts.max_new_tokens.saturating_sub(r.out.len());
+        let (kept, _) = round::truncate_emitted(verdict.emitted(), &self.eos, budget);
+        let origins: Vec<Origin> = (0..kept.len())
+            .map(|k| match (k < verdict.accepted, p.reused.is_some()) {
+                (true, true) => Origin::Reused,
+                (true, false) => Origin::Draft,
+                _ => Origin::Bonus,
+            })
+            .collect();
+        r.history.push(RoundRecord {
+            block: b,
+            advance: verdict.advance(),
+            full: verdict.first_reject.is_none(),
+            verify_entropy: verify_entropy(
+                &vsig.iter().map(|s| s.entropy).collect::<Vec<_>>(),
+                verdict.accepted,
+            ),
+        });
+        r.seed = verdict.bonus;
+        if !p.branches.is_empty() {
+            sink.emit(DecodeEvent::BranchesBuilt {
+                req: id,
+                round: rnd,
+                branches: p
+                    .branches
+                    .iter()
+                    .zip(&predicted)
+                    .map(|(br, (_, tok))| BranchView {
+                        kind: br.kind,
+                        at: br.at,
+                        alt: br.alt,
+                        tokens: br.tokens.len(),
+                        block: match br.alt {
+                            Some(alt) => std::iter::once(alt)
+                                .chain(tok[1..].iter().copied())
+                                .collect(),
+                            None => tok.clone(),
+                        },
+                    })
+                    .collect(),
+            });
+        }
+        sink.emit(DecodeEvent::Verified {
+            req: id,
+            round: rnd,
+            accepted: verdict.accepted,
+            first_reject: verdict.first_reject,
+            verifier_tokens: verdict.verifier_tokens.clone(),
+            bonus: verdict.bonus,
+            detail: if detail { views(&vsig) } else { Vec::new() },
+        });
+        let ends = kept.len() < verdict.emitted().len()
+            || kept.last().is_some_and(|t| self.eos.contains(t));
+        let mut hit: Option<BranchKind> = None;
+        if !p.branches.is_empty() {
+            let cont_first = p
+                .branches
+                .iter()
+                .position(|br| br.kind == BranchKind::Continuation)
+                .map(|k| predicted[k].1[0]);
+            let outcome = overlap::resolve(&p.branches, &verdict, cont_first);
+            if let BranchOutcome::Hit { index, kind } = outcome {
+                hit = Some(kind);
+                if !ends {
+                    let (sig, tok) = &predicted[index];
+                    r.pending = Some(Pending {
+                        block: overlap::reused_block(&p.branches[index], tok, verdict.bonus),
+                        signals: sig[1..].to_vec(),
+                        kind,
+                    });
+                }
+            }
+            self.hit_rates.record(&p.branches, hit);
+            sink.emit(DecodeEvent::BranchResolved {
+                req: id,
+                round: rnd,
+                outcome,
+            });
+        }
+        r.stats.tally.record_round(&RoundTally {
+            block: b,
+            advance: verdict.advance(),
+            drafted: p.drafted,
+            reused: p.reused.is_some(),
+            branches: p.branches.iter().map(|br| br.kind).collect(),
+            branch_tokens: p.branches.iter().map(|br| br.tokens.len()).sum(),
+            hit,
+        });
+        self.commit(i, rnd, &kept, &origins, sink);
+    }
+}
+
+/// Per-position detail for the screen's inspector.
+pub(super) fn views(sig: &[PosSignals]) -> Vec<PosView> {
+    sig.iter()
+        .map(|s| PosView {
+            margin: s.margin,
+            confidence: s.confidence,
+            entropy: s.entropy,
+            top: s.top.iter().take(5).copied().collect(),
+        })
+        .collect()
+}

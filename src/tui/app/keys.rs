@@ -1,0 +1,63 @@
+//! Keys and the mouse into messages: printable keys type while the input has text;
+//! keys the keymap knows become actions; readline keys edit the input.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+
+use super::TermInput;
+use crate::tui::action::Action;
+use crate::tui::input::InputEdit;
+use crate::tui::keymap::Keymap;
+use crate::tui::state::{Msg, State};
+
+/// Turns a key into a message.
+pub fn key_msg(s: &State, keys: &Keymap, key: &KeyEvent) -> Option<Msg> {
+    if key.kind == KeyEventKind::Release {
+        return None;
+    }
+    if s.help {
+        match key.code {
+            KeyCode::Esc | KeyCode::Char('?') => return Some(Msg::Action(Action::Help)),
+            KeyCode::Left | KeyCode::BackTab => return Some(Msg::HelpPage(-1)),
+            KeyCode::Right | KeyCode::Tab => return Some(Msg::HelpPage(1)),
+            _ => {}
+        }
+    }
+    let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+    let alt = key.modifiers.contains(KeyModifiers::ALT);
+    let action = keys.action(key);
+    if let (KeyCode::Char(c), false, false) = (key.code, ctrl, alt) {
+        if !s.chat.input.is_empty() || action.is_none() {
+            return Some(Msg::Input(InputEdit::Insert(c)));
+        }
+    }
+    if let Some(a) = action {
+        return Some(Msg::Action(a));
+    }
+    let edit = match (key.code, ctrl, alt) {
+        (KeyCode::Char('a'), true, false) => InputEdit::Home,
+        (KeyCode::Char('e'), true, false) => InputEdit::End,
+        (KeyCode::Char('u'), true, false) => InputEdit::KillToStart,
+        (KeyCode::Char('k'), true, false) => InputEdit::KillToEnd,
+        (KeyCode::Char('w'), true, false) => InputEdit::DeleteWordBack,
+        (KeyCode::Char('b'), false, true) => InputEdit::WordLeft,
+        (KeyCode::Char('f'), false, true) => InputEdit::WordRight,
+        (KeyCode::Backspace, _, _) => InputEdit::Backspace,
+        (KeyCode::Delete, _, _) => InputEdit::Delete,
+        (KeyCode::Left, _, _) => InputEdit::Left,
+        (KeyCode::Right, _, _) => InputEdit::Right,
+        (KeyCode::Home, _, _) => InputEdit::Home,
+        (KeyCode::End, _, _) => InputEdit::End,
+        _ => return None,
+    };
+    Some(Msg::Input(edit))
+}
+
+/// Turns terminal input into a message.
+pub fn input_msg(s: &State, keys: &Keymap, input: TermInput) -> Option<Msg> {
+    match input {
+        TermInput::Key(k) => key_msg(s, keys, &k),
+        TermInput::Paste(p) => Some(Msg::Input(InputEdit::Paste(p))),
+        TermInput::Wheel(by) => Some(Msg::Wheel(by)),
+        TermInput::Resize => None,
+    }
+}

@@ -1,0 +1,730 @@
+//! The screen's state and its reducer: `update(&mut State, Msg) -> Vec<Effect>` is the
+//! only place state changes, for live sessions and replays alike. The state is made of
+//! the parts the panes draw: the session, the chat, the rounds, the statistics and the
+//! status line. The reducer calls no drawing code; what it must know of the screen
+//! (the chat's size and line count) comes in as messages.
+
+mod chat;
+mod rounds;
+mod stats;
+mod status;
+
+use std::collections::HashMap;
+
+pub use chat::{messages_of, Chat, Role, Turn, TurnStatus};
+pub use rounds::{RoundView, Rounds, VerdictView, MAX_ROUNDS};
+pub use stats::{Comparison, Rate, Sample, SpeedMeter, Stats};
+pub use status::{
+    Level, Notice, ReplayPace, ReplayStatus, Status, Topic, DEFAULT_LIVE_PACE, DEFAULT_REPLAY_PACE,
+    LIVE_PACES_MS, REPLAY_PACES,
+};
+
+use crate::engine::events::{DecodeEvent, Origin, RequestId};
+use crate::engine::options::{Blocks, DecodeOptions};
+use crate::model::ChatMessage;
+use crate::trace::{SessionEvent, TraceEvent};
+
+use super::action::Action;
+use super::input::InputEdit;
+
+/// Fixed block sizes the block keys step through.
+pub const BLOCK_STEPS: &[usize] = &[1, 4, 8, 16, 32];
+
+/// Everything that can change the state.
+#[derive(Debug, Clone)]
+pub enum Msg {
+    /// An engine or session event at `t` seconds since the session (or recording) began.
+    Event { t: f64, event: TraceEvent },
+    /// A user action, resolved through the keymap.
+    Action(Action),
+    /// Typing in the input box.
+    Input(InputEdit),
+    /// The mouse wheel over the screen (negative: up).
+    Wheel(i64),
+    /// The chat pane's text area (columns, rows) and the transcript's wrapped line
+    /// count there, when measured (while scrolled back).
+    ChatArea {
+        width: u16,
+        height: u16,
+        lines: Option<usize>,
+    },
+    /// Wall-clock seconds since the screen opened: notices expire.
+    Tick { now: f64 },
+    /// A message for the status line (and the message list, when not Info).
+    Notice { text: String, level: Level },
+    /// Replay position and pace.
+    Replay(ReplayStatus),
+    /// Whether a recording is being written, and where.
+    Recording(Option<String>),
+    /// A replay seeks: forget what the events built (settings stay).
+    Reset,
+    /// Another page of the help (negative: back).
+    HelpPage(i64),
+}
+
+/// What the app must do after an update (the reducer itself touches nothing outside).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// Start a request answering `messages` (the last is the new user message).
+    Submit {
+        messages: Vec<ChatMessage>,
+        text: String,
+        regenerate: bool,
+        options: DecodeOptions,
+    },
+    Cancel(RequestId),
+    /// Clear the chat (cancels what runs, then the app records `chat_cleared`).
+    Clear,
+    Pause,
+    Resume,
+    Step,
+    /// New options for live and later requests.
+    SetOptions(DecodeOptions),
+    /// Copy text to the clipboard.
+    Copy(String),
+    ToggleRecord,
+    /// New pace index (live: [`LIVE_PACES_MS`], replay: [`REPLAY_PACES`]).
+    SetPace(usize),
+    /// Replay: move by this many rounds.
+    Seek(i64),
+    /// Capture the mouse (wheel scrolls) or leave it to the terminal (selection).
+    SetMouse(bool),
+    Quit,
+}
+
+/// What a request was started with, as labels show it (kept current when keys change
+/// the options of a live request).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestInfo {
+    pub label: String,
+    pub family: String,
+}
+
+/// The model and what the session decodes with.
+#[derive(Debug, Clone)]
+pub struct Session {
+    /// Model label and device (status line).
+    pub model: String,
+    pub device: String,
+    /// A few lines on what the model is (the bundled model introduces itself).
+    pub about: Vec<String>,
+    /// Prompts the model handles, offered on the empty chat (Tab inserts them).
+    pub examples: Vec<String>,
+    /// What the next request uses (and live ones, after a key changed it).
+    pub options: DecodeOptions,
+    /// What the session started with (keys return to it).
+    pub base: DecodeOptions,
+    pub requests: HashMap<RequestId, RequestInfo>,
+    /// Requests started and not finished.
+    pub live: Vec<RequestId>,
+    pub token_text: HashMap<u32, String>,
+}
+
+impl Session {
+    /// The request being answered (the newest live one).
+    pub fn active(&self) -> Option<RequestId> {
+        self.live.last().copied()
+    }
+
+    /// Text of a token id (`⟨id⟩` when unknown).
+    pub fn token(&self, id: u32) -> String {
+        self.token_text
+            .get(&id)
+            .cloned()
+            .unwrap_or_else(|| format!("⟨{id}⟩"))
+    }
+
+    /// The label of what decodes now: the live request's, else the next one's.
+    pub fn label(&self) -> String {
+        self.active()
+            .and_then(|r| self.requests.get(&r))
+            .map_or_else(|| self.options.label(), |i| i.label.clone())
+    }
+}
+
+/// Everything the screen shows.
+#[derive(Debug, Clone)]
+pub struct State {
+    pub session: Session,
+    pub chat: Chat,
+    pub rounds: Rounds,
+    pub stats: Stats,
+    pub status: Status,
+    pub help: bool,
+    /// The help page shown (keys, what you see, messages).
+    pub help_page: usize,
+    pub now: f64,
+    pub quit: bool,
+}
+
+impl State {
+    pub fn new(model: &str, device: &str, options: DecodeOptions) -> Self {
+        Self {
+            session: Session {
+                model: model.to_string(),
+                device: device.to_string(),
+                about: Vec::new(),
+                examples: Vec::new(),
+                base: options.clone(),
+                options,
+                requests: HashMap::new(),
+                live: Vec::new(),
+                token_text: HashMap::new(),
+            },
+            chat: Chat::default(),
+            rounds: Rounds::default(),
+            stats: Stats::default(),
+            status: Status::default(),
+            help: false,
+            help_page: 0,
+            now: 0.0,
+            quit: false,
+        }
+    }
+
+    /// The same with the model's introduction and example prompts.
+    pub fn with_intro(mut self, about: Vec<String>, examples: Vec<String>) -> Self {
+        self.session.about = about;
+        self.session.examples = examples;
+        self
+    }
+
+    pub fn replaying(&self) -> bool {
+        self.status.replay.is_some()
+    }
+
+    fn notice(&mut self, text: impl Into<String>, level: Level) {
+        self.status.notice(text, level, Topic::General);
+    }
+}
+
+/// The reducer.
+pub fn update(s: &mut State, msg: Msg) -> Vec<Effect> {
+    match msg {
+        Msg::Event { t, event } => {
+            s.now = s.now.max(t);
+            on_event(s, t, event);
+            Vec::new()
+        }
+        Msg::Action(a) => on_action(s, a),
+        Msg::Input(e) => {
+            s.status.quit_armed = false;
+            if s.replaying() {
+                s.notice("a replay is read-only: nothing to type", Level::Info);
+            } else {
+                s.chat.input.edit(e);
+            }
+            Vec::new()
+        }
+        Msg::Wheel(by) => {
+            s.chat.scroll(3 * by);
+            Vec::new()
+        }
+        Msg::ChatArea {
+            width,
+            height,
+            lines,
+        } => {
+            s.chat.area = (width, height);
+            s.chat.lines = lines;
+            if lines.is_some() {
+                s.chat.scroll(0);
+            }
+            Vec::new()
+        }
+        Msg::Tick { now } => {
+            s.status.tick(now);
+            Vec::new()
+        }
+        Msg::Notice { text, level } => {
+            s.notice(text, level);
+            Vec::new()
+        }
+        Msg::Replay(r) => {
+            s.status.paused = !r.playing;
+            s.status.pace = REPLAY_PACES
+                .iter()
+                .position(|p| *p == r.pace)
+                .unwrap_or(s.status.pace);
+            s.status.replay = Some(r);
+            Vec::new()
+        }
+        Msg::Recording(r) => {
+            s.status.recording = r;
+            Vec::new()
+        }
+        Msg::HelpPage(by) => {
+            let n = 3;
+            s.help_page = (s.help_page as i64 + by).rem_euclid(n) as usize;
+            Vec::new()
+        }
+        Msg::Reset => {
+            let input = std::mem::take(&mut s.chat.input);
+            let (origins, mouse, area) = (s.chat.origins, s.chat.mouse, s.chat.area);
+            s.chat = Chat {
+                input,
+                origins,
+                mouse,
+                area,
+                ..Chat::default()
+            };
+            s.rounds = Rounds::default();
+            s.stats = Stats::default();
+            s.session.requests.clear();
+            s.session.live.clear();
+            s.session.token_text.clear();
+            Vec::new()
+        }
+    }
+}
+
+fn on_event(s: &mut State, t: f64, event: TraceEvent) {
+    // The size of the round a commit ends, for the speed meter.
+    let block = match &event {
+        TraceEvent::Decode(DecodeEvent::Committed { req, round, .. }) if *round > 0 => s
+            .rounds
+            .list
+            .iter()
+            .rev()
+            .take(64)
+            .find(|r| r.req == *req && r.round == *round)
+            .map(RoundView::size),
+        _ => None,
+    };
+    s.stats.push(t, &event, block);
+    let e = match event {
+        TraceEvent::Session(se) => return on_session(s, se),
+        TraceEvent::Decode(e) => e,
+    };
+    match e {
+        DecodeEvent::RequestStarted {
+            req,
+            mode,
+            blocks,
+            overlap,
+            family,
+            ..
+        } => {
+            let o = DecodeOptions {
+                mode,
+                blocks,
+                overlap,
+                ..s.session.options.clone()
+            };
+            s.session.requests.insert(
+                req,
+                RequestInfo {
+                    label: o.label(),
+                    family: family.unwrap_or_else(|| "chat".into()),
+                },
+            );
+            s.session.live.push(req);
+            s.chat.answer_of(req);
+        }
+        DecodeEvent::Prefilled { .. } | DecodeEvent::Forward { .. } => {}
+        DecodeEvent::BlockChosen {
+            req,
+            round,
+            block,
+            reason,
+        } => {
+            let r = s.rounds.get_mut(req, round, t);
+            r.block_size = Some(block);
+            r.reason = Some(reason);
+        }
+        DecodeEvent::Drafted {
+            req,
+            round,
+            block,
+            margins,
+            risky,
+            reused,
+            detail,
+        } => {
+            let r = s.rounds.get_mut(req, round, t);
+            r.block_size.get_or_insert(block.len());
+            r.block = block;
+            r.margins = margins;
+            r.risky = risky;
+            r.reused = reused;
+            r.draft_detail = detail;
+        }
+        DecodeEvent::BranchesBuilt {
+            req,
+            round,
+            branches,
+        } => s.rounds.get_mut(req, round, t).branches = branches,
+        DecodeEvent::Verified {
+            req,
+            round,
+            accepted,
+            first_reject,
+            verifier_tokens,
+            bonus,
+            detail,
+        } => {
+            s.rounds.get_mut(req, round, t).verdict = Some(VerdictView {
+                accepted,
+                first_reject,
+                verifier_tokens,
+                bonus,
+                detail,
+            });
+        }
+        DecodeEvent::BranchResolved {
+            req,
+            round,
+            outcome,
+        } => s.rounds.get_mut(req, round, t).outcome = Some(outcome),
+        DecodeEvent::Committed {
+            req,
+            round,
+            tokens,
+            origins,
+            text,
+        } => {
+            if round > 0 {
+                s.rounds.get_mut(req, round, t).committed = tokens.clone();
+            }
+            let pieces = split_by_origin(s, &tokens, &origins, &text);
+            if let Some(turn) = s.chat.answer_of(req) {
+                turn.text.push_str(&text);
+                turn.pieces.extend(pieces);
+            }
+        }
+        DecodeEvent::RequestFinished {
+            req, stop, text, ..
+        } => {
+            s.session.live.retain(|r| *r != req);
+            if let Some(turn) = s.chat.answer_of(req) {
+                if !text.is_empty() && text != turn.text {
+                    // The streaming detokenizer may hold back a partial character; the
+                    // final decode is exact.
+                    turn.text = text;
+                    turn.pieces.clear();
+                }
+                if !matches!(turn.status, TurnStatus::Failed(_)) {
+                    turn.status = TurnStatus::Done(stop);
+                }
+            }
+            if s.session.live.is_empty() {
+                s.status.clear(Topic::Busy);
+            }
+        }
+        DecodeEvent::EngineState { paused } => s.status.paused = paused,
+        DecodeEvent::Error { req, message } => {
+            if let Some(req) = req {
+                s.session.live.retain(|r| *r != req);
+                if let Some(turn) = s.chat.answer_of(req) {
+                    turn.status = TurnStatus::Failed(message.clone());
+                }
+            }
+            s.notice(message, Level::Error);
+        }
+    }
+}
+
+/// Splits a round's committed text into per-token pieces when the token texts add up
+/// to it (otherwise one piece with the last token's origin).
+fn split_by_origin(
+    s: &State,
+    tokens: &[u32],
+    origins: &[Origin],
+    text: &str,
+) -> Vec<(String, Origin)> {
+    let pieces: Vec<String> = tokens.iter().map(|t| s.session.token(*t)).collect();
+    if pieces.concat() == text && pieces.len() == origins.len() {
+        let mut out: Vec<(String, Origin)> = Vec::new();
+        for (p, o) in pieces.into_iter().zip(origins) {
+            match out.last_mut() {
+                Some((acc, last)) if last == o => acc.push_str(&p),
+                _ => out.push((p, *o)),
+            }
+        }
+        out
+    } else if text.is_empty() {
+        Vec::new()
+    } else {
+        vec![(text.to_string(), *origins.last().unwrap_or(&Origin::Draft))]
+    }
+}
+
+fn on_session(s: &mut State, e: SessionEvent) {
+    match e {
+        SessionEvent::UserMessage {
+            req,
+            text,
+            regenerate,
+        } => {
+            if regenerate {
+                if let Some(i) = s.chat.transcript.iter().rposition(|t| t.role == Role::User) {
+                    s.chat.truncate(i);
+                }
+            }
+            s.chat.transcript.push(Turn::user(req, text));
+            s.chat.answer_of(req);
+            s.chat.scroll_back = 0;
+        }
+        SessionEvent::TokenText { tokens } => s.session.token_text.extend(tokens),
+        SessionEvent::ChatCleared => {
+            s.chat.truncate(0);
+            s.chat.scroll_back = 0;
+        }
+        SessionEvent::SessionEnd { .. } => {}
+    }
+}
+
+fn read_only(s: &mut State) -> bool {
+    if s.replaying() {
+        s.notice("a replay is read-only", Level::Warning);
+        true
+    } else {
+        false
+    }
+}
+
+fn submit(s: &mut State, text: String, history_end: usize, regenerate: bool) -> Effect {
+    let mut messages = messages_of(&s.chat.transcript[..history_end]);
+    messages.push(ChatMessage::new("user", &text));
+    Effect::Submit {
+        messages,
+        text,
+        regenerate,
+        options: s.session.options.clone(),
+    }
+}
+
+fn on_action(s: &mut State, a: Action) -> Vec<Effect> {
+    if a != Action::Interrupt && a != Action::Quit {
+        s.status.quit_armed = false;
+    }
+    let mut fx = Vec::new();
+    match a {
+        Action::Submit => {
+            if read_only(s) || s.chat.input.text.trim().is_empty() {
+                return fx;
+            }
+            if let Some(req) = s.session.active() {
+                let key = "Esc";
+                s.status.notice(
+                    format!("still answering (request {req}); {key} stops it"),
+                    Level::Warning,
+                    Topic::Busy,
+                );
+                return fx;
+            }
+            let text = s.chat.input.take();
+            let end = s.chat.transcript.len();
+            fx.push(submit(s, text, end, false));
+        }
+        Action::Regenerate => {
+            if read_only(s) {
+                return fx;
+            }
+            let Some(i) = s.chat.transcript.iter().rposition(|t| t.role == Role::User) else {
+                s.notice("nothing to regenerate", Level::Info);
+                return fx;
+            };
+            if let Some(req) = s.session.active() {
+                fx.push(Effect::Cancel(req));
+            }
+            let text = s.chat.transcript[i].text.clone();
+            fx.push(submit(s, text, i, true));
+        }
+        Action::Newline => s.chat.input.newline(),
+        Action::Stop => match s.session.active() {
+            Some(req) if !s.replaying() => fx.push(Effect::Cancel(req)),
+            _ => {
+                s.help = false;
+                s.rounds.selected = None;
+            }
+        },
+        Action::Interrupt => {
+            if s.status.quit_armed {
+                s.quit = true;
+                fx.push(Effect::Quit);
+            } else if let (Some(req), false) = (s.session.active(), s.replaying()) {
+                // Stop; a second Ctrl+C right after quits.
+                fx.push(Effect::Cancel(req));
+                s.status.quit_armed = true;
+                s.notice("stopped; Ctrl+C again quits", Level::Info);
+            } else if !s.chat.input.is_empty() {
+                s.chat.input.clear();
+            } else {
+                s.status.quit_armed = true;
+                s.notice("press Ctrl+C again to quit", Level::Info);
+            }
+        }
+        Action::Quit => {
+            s.quit = true;
+            fx.push(Effect::Quit);
+        }
+        Action::Help => s.help = !s.help,
+        Action::HistoryPrev => s.chat.input.history_prev(),
+        Action::HistoryNext => s.chat.input.history_next(),
+        Action::ScrollUp => s.chat.scroll(-1),
+        Action::ScrollDown => s.chat.scroll(1),
+        Action::PageUp => s.chat.scroll(-(i64::from(s.chat.area.1.max(2)) - 1)),
+        Action::PageDown => s.chat.scroll(i64::from(s.chat.area.1.max(2)) - 1),
+        Action::FollowBottom => s.chat.scroll_back = 0,
+        Action::Clear => {
+            if !read_only(s) {
+                fx.push(Effect::Clear);
+            }
+        }
+        Action::CopyLast => match s.chat.last_answer() {
+            Some(t) => fx.push(Effect::Copy(t.to_string())),
+            None => s.notice("no answer to copy yet", Level::Info),
+        },
+        Action::ToggleOrigins => {
+            s.chat.origins = !s.chat.origins;
+            let msg = if s.chat.origins {
+                "answer coloured by origin: accepted draft, bonus, reused branch"
+            } else {
+                "origin colours off"
+            };
+            s.notice(msg, Level::Info);
+        }
+        Action::ToggleMouse => {
+            s.chat.mouse = !s.chat.mouse;
+            let msg = if s.chat.mouse {
+                "mouse wheel scrolls the chat (text selection: press again)"
+            } else {
+                "mouse released: select text with it; the wheel no longer scrolls"
+            };
+            s.notice(msg, Level::Info);
+            fx.push(Effect::SetMouse(s.chat.mouse));
+        }
+        Action::Example => {
+            if read_only(s) || s.session.examples.is_empty() {
+                return fx;
+            }
+            let n = s.session.examples.len();
+            let ex = s.session.examples[s.chat.next_example % n].clone();
+            s.chat.next_example = (s.chat.next_example + 1) % n;
+            s.chat.input.clear();
+            s.chat.input.edit(InputEdit::Paste(ex));
+        }
+        Action::TogglePause => {
+            fx.push(if s.status.paused {
+                Effect::Resume
+            } else {
+                Effect::Pause
+            });
+        }
+        Action::Step => fx.push(Effect::Step),
+        Action::RoundPrev => s.rounds.prev(),
+        Action::RoundNext => s.rounds.next(),
+        Action::RoundLive => s.rounds.view = None,
+        Action::PosPrev | Action::PosNext => s.rounds.select(a == Action::PosNext),
+        Action::CycleMode
+        | Action::BlockSmaller
+        | Action::BlockLarger
+        | Action::ToggleAdaptive
+        | Action::ToggleOverlap => {
+            if read_only(s) {
+                return fx;
+            }
+            change_options(s, a);
+            fx.push(Effect::SetOptions(s.session.options.clone()));
+        }
+        Action::Slower | Action::Faster => {
+            let n = if s.replaying() {
+                REPLAY_PACES.len()
+            } else {
+                LIVE_PACES_MS.len()
+            };
+            // Live: a higher index is slower; replay: a higher index is faster.
+            let up = (a == Action::Slower) != s.replaying();
+            let next = if up {
+                (s.status.pace + 1).min(n - 1)
+            } else {
+                s.status.pace.saturating_sub(1)
+            };
+            if next == s.status.pace {
+                let end = if a == Action::Slower {
+                    "slowest"
+                } else {
+                    "fastest"
+                };
+                s.notice(format!("already at the {end} pace"), Level::Info);
+            }
+            s.status.pace = next;
+            fx.push(Effect::SetPace(next));
+        }
+        Action::ToggleRecord => {
+            if !read_only(s) {
+                fx.push(Effect::ToggleRecord);
+            }
+        }
+        Action::SeekBack | Action::SeekForward => {
+            if s.replaying() {
+                fx.push(Effect::Seek(if a == Action::SeekBack { -10 } else { 10 }));
+            } else {
+                s.notice("seeking works in replays", Level::Info);
+            }
+        }
+    }
+    fx
+}
+
+/// A mode or block key: the options change, live requests' labels follow, and the
+/// notice says what happened (or that nothing could).
+fn change_options(s: &mut State, a: Action) {
+    let base = s.session.base.clone();
+    let o = &mut s.session.options;
+    let before = o.clone();
+    let note = match a {
+        Action::CycleMode => {
+            o.cycle_mode(&base);
+            if *o == base {
+                format!("back to the starting setup: {}", o.label())
+            } else {
+                format!("mode: {}", o.label())
+            }
+        }
+        Action::BlockSmaller | Action::BlockLarger => {
+            let larger = a == Action::BlockLarger;
+            let was_adaptive = matches!(o.block_policy(), Blocks::Adaptive(_));
+            if o.step_block(&base, BLOCK_STEPS, larger) {
+                let off = if was_adaptive {
+                    " (adaptive off: F7 turns it on)"
+                } else {
+                    ""
+                };
+                format!("block size: {}{off}", o.label())
+            } else {
+                let end = if larger { "largest" } else { "smallest" };
+                format!("already at the {end} block size ({})", o.label())
+            }
+        }
+        Action::ToggleAdaptive => {
+            o.toggle_adaptive(&base);
+            match &o.blocks {
+                Blocks::Adaptive(_) => format!("adaptive block size on: {}", o.label()),
+                Blocks::Fixed(b) => format!("adaptive block size off: fixed {b}"),
+            }
+        }
+        Action::ToggleOverlap => {
+            o.toggle_overlap();
+            if o.overlap {
+                format!(
+                    "overlap branches on (every row the table builds): {}",
+                    o.label()
+                )
+            } else {
+                format!("overlap branches off: {}", o.label())
+            }
+        }
+        _ => return,
+    };
+    let label = o.label();
+    if *o != before {
+        for r in &s.session.live {
+            if let Some(info) = s.session.requests.get_mut(r) {
+                info.label = label.clone();
+            }
+        }
+    }
+    s.notice(note, Level::Info);
+}

@@ -1,0 +1,160 @@
+//! The rounds the round pane shows and walks back through.
+
+use std::collections::VecDeque;
+
+use crate::engine::events::{BlockDecision, BranchOutcome, BranchView, PosView, RequestId};
+use crate::engine::overlap::BranchKind;
+
+/// Rounds kept for walking back (older ones drop off).
+pub const MAX_ROUNDS: usize = 4000;
+
+/// The verifier's verdict on a round, as shown.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VerdictView {
+    pub accepted: usize,
+    pub first_reject: Option<usize>,
+    pub verifier_tokens: Vec<u32>,
+    pub bonus: u32,
+    pub detail: Vec<PosView>,
+}
+
+/// Everything known about one round of one request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoundView {
+    pub req: RequestId,
+    pub round: usize,
+    pub t: f64,
+    pub block_size: Option<usize>,
+    pub reason: Option<BlockDecision>,
+    /// `[seed, d1, ..]`.
+    pub block: Vec<u32>,
+    pub margins: Vec<f32>,
+    pub risky: Vec<usize>,
+    pub reused: Option<BranchKind>,
+    pub draft_detail: Vec<PosView>,
+    pub branches: Vec<BranchView>,
+    pub verdict: Option<VerdictView>,
+    pub outcome: Option<BranchOutcome>,
+    pub committed: Vec<u32>,
+}
+
+impl RoundView {
+    pub fn new(req: RequestId, round: usize, t: f64) -> Self {
+        Self {
+            req,
+            round,
+            t,
+            block_size: None,
+            reason: None,
+            block: Vec::new(),
+            margins: Vec::new(),
+            risky: Vec::new(),
+            reused: None,
+            draft_detail: Vec::new(),
+            branches: Vec::new(),
+            verdict: None,
+            outcome: None,
+            committed: Vec::new(),
+        }
+    }
+
+    /// Tokens the round advanced (accepted drafts + 1), once verified.
+    pub fn advance(&self) -> Option<usize> {
+        self.verdict.as_ref().map(|v| v.accepted + 1)
+    }
+
+    /// Positions shown: the block when drafted, else the seed and the verifier's token.
+    pub fn positions(&self) -> usize {
+        self.block.len().max(self.block_size.unwrap_or(1)).max(1)
+    }
+
+    /// The block size the round ran.
+    pub fn size(&self) -> usize {
+        self.block_size.unwrap_or(self.block.len()).max(1)
+    }
+
+    /// Something to show: a draft, or a verdict (an AR step has no draft).
+    pub fn has_content(&self) -> bool {
+        !self.block.is_empty() || self.verdict.is_some()
+    }
+}
+
+/// The rounds, which one is looked at, and the inspected position.
+#[derive(Debug, Clone, Default)]
+pub struct Rounds {
+    pub list: VecDeque<RoundView>,
+    /// Index into `list` being looked at; `None` follows the newest.
+    pub view: Option<usize>,
+    /// Inspected block position in the viewed round.
+    pub selected: Option<usize>,
+}
+
+impl Rounds {
+    /// The round the round pane shows: the one walked to, else the newest one with
+    /// something to show (a round just chosen and not drafted yet would flash empty
+    /// between its block choice and its draft, a long moment in slow motion).
+    pub fn shown(&self) -> Option<&RoundView> {
+        self.shown_index().and_then(|i| self.list.get(i))
+    }
+
+    pub fn shown_index(&self) -> Option<usize> {
+        if self.view.is_some() {
+            return self.view;
+        }
+        let last = self.list.len().checked_sub(1)?;
+        match self.list.get(last) {
+            Some(r) if !r.has_content() && last > 0 => Some(last - 1),
+            _ => Some(last),
+        }
+    }
+
+    /// The round `round` of `req`, created when new.
+    pub fn get_mut(&mut self, req: RequestId, round: usize, t: f64) -> &mut RoundView {
+        let found = self
+            .list
+            .iter()
+            .rev()
+            .take(64)
+            .position(|r| r.req == req && r.round == round);
+        let i = match found {
+            Some(back) => self.list.len() - 1 - back,
+            None => {
+                if self.list.len() >= MAX_ROUNDS {
+                    self.list.pop_front();
+                    self.view = self.view.map(|v| v.saturating_sub(1));
+                }
+                self.list.push_back(RoundView::new(req, round, t));
+                self.list.len() - 1
+            }
+        };
+        &mut self.list[i]
+    }
+
+    /// Alt+←: one round back.
+    pub fn prev(&mut self) {
+        if let Some(i) = self.shown_index() {
+            self.view = Some(i.saturating_sub(1));
+        }
+    }
+
+    /// Alt+→: one round forward; past the last, follow live rounds again.
+    pub fn next(&mut self) {
+        if let Some(i) = self.view {
+            self.view = (i + 1 < self.list.len().saturating_sub(1)).then_some(i + 1);
+        }
+    }
+
+    /// Shift+← / →: the inspected position, wrapping around the block.
+    pub fn select(&mut self, forward: bool) {
+        let n = self.shown().map_or(0, RoundView::positions);
+        if n == 0 {
+            return;
+        }
+        let cur = self.selected.unwrap_or(if forward { n - 1 } else { 0 });
+        self.selected = Some(if forward {
+            (cur + 1) % n
+        } else {
+            (cur + n - 1) % n
+        });
+    }
+}

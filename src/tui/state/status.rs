@@ -1,0 +1,128 @@
+//! The status line's state: pause, pace, recording, replay position, notices (and
+//! every warning in full, for the help page).
+
+/// Pauses between live rounds, in milliseconds: full speed, then slow motion.
+pub const LIVE_PACES_MS: &[u64] = &[0, 100, 300, 1000];
+/// The chat's pace when it opens: slow enough to follow a round with the eye.
+pub const DEFAULT_LIVE_PACE: usize = 2;
+
+/// How fast a replay plays.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ReplayPace {
+    /// A fixed number of rounds per second, whatever the recording's timing.
+    RoundsPerSec(f64),
+    /// The recorded timing, this many times faster.
+    Recorded(f64),
+}
+
+impl ReplayPace {
+    pub fn label(self) -> String {
+        match self {
+            ReplayPace::RoundsPerSec(r) => format!("{r} rounds/s"),
+            ReplayPace::Recorded(x) => format!("×{x} recorded"),
+        }
+    }
+}
+
+/// Replay paces, slowest first.
+pub const REPLAY_PACES: &[ReplayPace] = &[
+    ReplayPace::RoundsPerSec(1.0),
+    ReplayPace::RoundsPerSec(3.0),
+    ReplayPace::RoundsPerSec(10.0),
+    ReplayPace::Recorded(1.0),
+    ReplayPace::Recorded(4.0),
+    ReplayPace::Recorded(16.0),
+];
+/// A replay opens at 3 rounds a second: readable, and a recording made headless
+/// (whose rounds took a millisecond) does not flash by.
+pub const DEFAULT_REPLAY_PACE: usize = 1;
+
+/// Notice severity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    Info,
+    Warning,
+    Error,
+}
+
+/// What a notice is about, so that the state it describes can take it back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Topic {
+    #[default]
+    General,
+    /// "Still answering": gone once nothing answers.
+    Busy,
+}
+
+/// A status-line message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Notice {
+    pub text: String,
+    pub level: Level,
+    pub until: f64,
+    pub topic: Topic,
+}
+
+/// Replay progress as the status line shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplayStatus {
+    pub file: String,
+    /// Events fed so far / in the file.
+    pub pos: usize,
+    pub len: usize,
+    pub playing: bool,
+    pub pace: ReplayPace,
+}
+
+/// The status line's state.
+#[derive(Debug, Clone, Default)]
+pub struct Status {
+    pub paused: bool,
+    /// Index into `LIVE_PACES_MS` (live) or `REPLAY_PACES` (replay).
+    pub pace: usize,
+    pub recording: Option<String>,
+    pub replay: Option<ReplayStatus>,
+    pub notice: Option<Notice>,
+    /// Every warning and error of the session, in full (the help page lists them).
+    pub messages: Vec<(Level, String)>,
+    /// Ctrl+C was pressed once: a second one quits.
+    pub quit_armed: bool,
+    /// Wall-clock seconds of the session (ticks), what notices expire by.
+    pub clock: f64,
+}
+
+impl Status {
+    pub fn notice(&mut self, text: impl Into<String>, level: Level, topic: Topic) {
+        let text = text.into();
+        if level != Level::Info && !self.messages.iter().any(|m| m.1 == text) {
+            self.messages.push((level, text.clone()));
+        }
+        let secs = if level == Level::Info { 4.0 } else { 10.0 };
+        self.notice = Some(Notice {
+            text,
+            level,
+            until: self.clock + secs,
+            topic,
+        });
+    }
+
+    /// Time passes: notices expire.
+    pub fn tick(&mut self, clock: f64) {
+        self.clock = self.clock.max(clock);
+        if self.notice.as_ref().is_some_and(|n| n.until < self.clock) {
+            self.notice = None;
+        }
+    }
+
+    /// Takes back a notice about `topic`.
+    pub fn clear(&mut self, topic: Topic) {
+        if self.notice.as_ref().is_some_and(|n| n.topic == topic) {
+            self.notice = None;
+        }
+    }
+
+    /// The live pause between rounds.
+    pub fn live_pace_ms(&self) -> u64 {
+        LIVE_PACES_MS.get(self.pace).copied().unwrap_or(0)
+    }
+}
