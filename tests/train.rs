@@ -63,10 +63,10 @@ fn toy_training_lowers_the_loss_and_resumes() {
         heldout_per_family: 5,
     };
     o.steps = 12;
-    let first = trainer::train(&o, "test").unwrap();
+    let first = trainer::train(&o, "test", |_| {}, |_| {}).unwrap();
     assert_eq!(first.step, 12);
     o.steps = 24;
-    let state = trainer::train(&o, "test").unwrap();
+    let state = trainer::train(&o, "test", |_| {}, |_| {}).unwrap();
     assert_eq!(state.step, 24, "resumed from step 12");
     let start: f32 = state.losses[..3].iter().map(|l| l.1).sum::<f32>() / 3.0;
     let end: f32 = state.losses[21..].iter().map(|l| l.1).sum::<f32>() / 3.0;

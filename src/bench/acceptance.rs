@@ -120,7 +120,7 @@ pub fn evaluate(
     blocks: &[usize],
     max_new_tokens: usize,
     risk_threshold: f32,
-    mut progress: impl FnMut(&str),
+    mut progress: impl FnMut(usize, usize, &str),
 ) -> Result<AcceptanceReport> {
     let eos = model.config().eos_token_ids();
     let mut rep = AcceptanceReport {
@@ -131,7 +131,8 @@ pub fn evaluate(
     let mut total_len = 0;
     let mut len_by_family: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     for (i, p) in prompts.iter().enumerate() {
-        progress(&format!("AR {}/{}", i + 1, prompts.len()));
+        let total = prompts.len() * (1 + blocks.len());
+        progress(i, total, "AR");
         let g = generate_ar(model, &p.tokens, max_new_tokens, &eos, |_| Ok(()))?;
         total_len += g.tokens.len();
         let fam = len_by_family.entry(p.family.clone()).or_default();
@@ -172,7 +173,8 @@ pub fn evaluate(
         let (mut risky, mut risky_hit) = (0, 0);
         let mut per_family: BTreeMap<String, (usize, usize)> = BTreeMap::new();
         for (i, p) in prompts.iter().enumerate() {
-            progress(&format!("LinearSS B={b} {}/{}", i + 1, prompts.len()));
+            let k = blocks.iter().position(|x| *x == b).unwrap_or(0) + 1;
+            progress(k * prompts.len() + i, prompts.len() * (1 + blocks.len()), &format!("LinearSS B={b}"));
             let mut sched = Scheduler::new(model.clone(), None);
             let mut sink = VecSink {
                 detail: true,

@@ -1,6 +1,5 @@
 //! `specscope bench`: modes × block sizes × concurrency, side by side in one process.
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{ensure, Context, Result};
@@ -115,6 +114,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     let total = cfgs.len() * a.concurrency.len() * repeats;
     let mut results = Vec::new();
     let mut done = 0;
+    let mut progress = super::progress::Progress::new("bench", total as u64);
     for &c in &a.concurrency {
         // Per configuration: its result and outputs from the first pass.
         let mut at_c: Vec<Option<(BenchResult, Vec<Vec<u32>>)>> = vec![None; cfgs.len()];
@@ -126,8 +126,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
             };
             for k in order {
                 let cfg = &cfgs[k];
-                eprint!("\r[{:>3}/{total}] {:<28} C={c:<3} ", done + 1, cfg.name);
-                let _ = std::io::stderr().flush();
+                progress.set(done as u64, &format!("{} C={c}", cfg.name));
                 let (r, out) = run_config(&loaded.model, &prompts, cfg, c, &tables, &cost)
                     .with_context(|| format!("{} at C={c}", cfg.name))?;
                 match &mut at_c[k] {
@@ -155,7 +154,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
             results.push(r);
         }
     }
-    eprintln!("\r[{done}/{total}] done{:40}", "");
+    progress.finish("done");
     print!("{}", table(&results));
     print!("{}", pass_spread(&results));
     if let Some(path) = &a.json {

@@ -1,6 +1,5 @@
 //! `specscope eval`: the model card's figures (answer quality and acceptance behaviour).
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
@@ -33,6 +32,7 @@ pub fn run(a: EvalArgs) -> Result<()> {
     let records = a.prompts.records_or(&["math", "code", "qa", "first"])?;
     let loaded = a.model.load()?;
     let prompts = a.prompts.encode(&records, &loaded.tokenizer)?;
+    let mut progress = super::progress::Progress::new("eval", 1);
     let rep = evaluate(
         &loaded.model,
         &loaded.tokenizer,
@@ -40,12 +40,12 @@ pub fn run(a: EvalArgs) -> Result<()> {
         &a.blocks,
         a.max_new_tokens,
         a.risk_threshold,
-        |s| {
-            eprint!("\r{s:<40}");
-            let _ = std::io::stderr().flush();
+        |done, total, what| {
+            progress.set_total(total as u64);
+            progress.set(done as u64, what)
         },
     )?;
-    eprintln!();
+    progress.finish("done");
     let ar = &rep.ar;
     println!("model: {}  prompts: {}", loaded.files.label, ar.prompts);
     println!(

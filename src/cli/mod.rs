@@ -6,6 +6,7 @@ pub mod decode;
 pub mod eval;
 pub mod inspect;
 pub mod profile;
+pub mod progress;
 pub mod run;
 pub mod survival;
 pub mod trace;

@@ -38,8 +38,9 @@ pub fn run(a: SurvivalArgs) -> Result<()> {
     let loaded = a.model.load()?;
     let prompts = a.prompts.encode(&records, &loaded.tokenizer)?;
     let mut samples = Vec::new();
+    let mut progress = super::progress::Progress::new("survival", prompts.len() as u64);
     for (i, p) in prompts.iter().enumerate() {
-        eprint!("\r[{}/{}] {} rounds", i + 1, prompts.len(), samples.len());
+        progress.set(i as u64, &format!("{} rounds", samples.len()));
         samples.extend(survival::collect(
             &loaded.model,
             &p.tokens,
@@ -48,7 +49,7 @@ pub fn run(a: SurvivalArgs) -> Result<()> {
             &a.blocks,
         )?);
     }
-    eprintln!();
+    progress.finish(&format!("{} rounds", samples.len()));
     let source = format!(
         "{} ({} prompts, {} rounds)",
         loaded.files.label,

@@ -73,7 +73,22 @@ pub fn run(a: TrainArgs) -> Result<()> {
         heldout_per_family: a.heldout,
     };
     let command = std::env::args().collect::<Vec<_>>().join(" ");
-    let state = trainer::train(&o, &command)?;
+    let mut progress = super::progress::Progress::new("train", o.steps as u64);
+    let state = trainer::train(
+        &o,
+        &command,
+        |r| {
+            progress.set(
+                r.step as u64,
+                &format!(
+                    "ar {:.3} dlm {:.3} |g| {:.2} lr {:.2e} B={} {:.0} tok/s",
+                    r.ar, r.dlm, r.grad_norm, r.lr, r.block, r.tokens_per_sec
+                ),
+            )
+        },
+        |note| eprintln!("specscope train: {note}"),
+    )?;
+    progress.finish("stopped");
     let (ar, dlm) = trainer::recent_losses(&state, 20);
     eprintln!(
         "specscope train: step {}/{}, {:.1} min, {} clean tokens, last-20 losses: ar {ar:.3}, dlm {dlm:.3}",

@@ -3,11 +3,10 @@
 //! default is written here once; the presets name the two policies users choose
 //! between.
 
-use std::fmt;
-
 use anyhow::{ensure, Result};
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 
+pub use super::events::Blocks;
 use super::events::Mode;
 use super::overlap::RowTable;
 use super::signals::Sampling;
@@ -24,61 +23,6 @@ pub const MAX_BLOCK: usize = 256;
 /// Draft positions with a margin p1 − p2 below this are risky (the reference's).
 pub const DEFAULT_RISK_THRESHOLD: f32 = 0.5;
 pub const DEFAULT_MAX_NEW_TOKENS: usize = 256;
-
-/// How the block size of each round is chosen.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Blocks {
-    /// Always this size (1 is an AR step).
-    Fixed(usize),
-    /// RecGuide's adaptive rule, choosing from these sizes each round.
-    Adaptive(Vec<usize>),
-}
-
-impl fmt::Display for Blocks {
-    /// `fixed 16`, `adaptive {8,16,32}`: the one label everywhere.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Blocks::Fixed(b) => write!(f, "fixed {b}"),
-            Blocks::Adaptive(set) => {
-                let s: Vec<String> = set.iter().map(|b| b.to_string()).collect();
-                write!(f, "adaptive {{{}}}", s.join(","))
-            }
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for Blocks {
-    /// The typed form, or the strings of event version 1 (`fixed:16`, `adaptive`).
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(rename_all = "snake_case")]
-        enum Typed {
-            Fixed(usize),
-            Adaptive(Vec<usize>),
-        }
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Any {
-            Typed(Typed),
-            Old(String),
-        }
-        match Any::deserialize(d)? {
-            Any::Typed(Typed::Fixed(b)) => Ok(Blocks::Fixed(b)),
-            Any::Typed(Typed::Adaptive(s)) => Ok(Blocks::Adaptive(s)),
-            Any::Old(s) if s == "adaptive" => Ok(Blocks::Adaptive(THROUGHPUT_BLOCKS.to_vec())),
-            Any::Old(s) => s
-                .strip_prefix("fixed:")
-                .and_then(|b| b.parse().ok())
-                .map(Blocks::Fixed)
-                .ok_or_else(|| {
-                    serde::de::Error::custom(format!(
-                        "block policy `{s}`: expected {{\"fixed\": B}} or {{\"adaptive\": [sizes]}}"
-                    ))
-                }),
-        }
-    }
-}
 
 /// The two policies users choose between.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

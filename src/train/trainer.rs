@@ -3,7 +3,6 @@
 //! gradient clipping, resumable checkpoints and a progress line.
 
 use std::collections::{BTreeMap, HashSet};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -13,7 +12,7 @@ use candle_nn::{VarBuilder, VarMap};
 use serde::{Deserialize, Serialize};
 
 use super::corpus::{self, Family};
-use super::objective::{self, DLM_WEIGHT};
+use super::objective;
 use crate::model::synthetic::{self, Spec, BOS_ID, EOS_ID, MASK_ID, SPECIAL_TOKENS};
 use crate::model::tokenizer::render_template;
 use crate::model::{ChatMessage, Config, Model};
@@ -249,8 +248,28 @@ fn write_heldout(dir: &Path, o: &TrainOptions) -> Result<()> {
     Ok(())
 }
 
-/// Runs (or resumes) training; returns the state at the end.
-pub fn train(o: &TrainOptions, command: &str) -> Result<TrainState> {
+/// One training step, as progress reports it.
+#[derive(Debug, Clone, Copy)]
+pub struct StepReport {
+    pub step: usize,
+    pub steps: usize,
+    pub ar: f32,
+    pub dlm: f32,
+    pub grad_norm: f64,
+    pub lr: f64,
+    pub block: usize,
+    /// Clean tokens per second over the whole run so far.
+    pub tokens_per_sec: f64,
+}
+
+/// Runs (or resumes) training; returns the state at the end. `progress` hears about
+/// every step; notes (corpus size, resuming, the time budget) go to `note`.
+pub fn train(
+    o: &TrainOptions,
+    command: &str,
+    mut progress: impl FnMut(&StepReport),
+    mut note: impl FnMut(&str),
+) -> Result<TrainState> {
     ensure!(o.steps > o.warmup, "steps must exceed warm-up steps");
     ensure!(
         o.seq_len.is_multiple_of(32),
@@ -300,15 +319,15 @@ pub fn train(o: &TrainOptions, command: &str) -> Result<TrainState> {
         "corpus too small: {} sequences",
         seqs.len()
     );
-    eprintln!(
-        "specscope train: {} exchanges, {} tokens ({:.0} per exchange), {} sequences of {}; corpus + tokenizer in {:.1}s",
+    note(&format!(
+        "{} exchanges, {} tokens ({:.0} per exchange), {} sequences of {}; corpus + tokenizer in {:.1}s",
         texts.len(),
         stream_len,
         stream_len as f64 / texts.len() as f64,
         seqs.len(),
         o.seq_len,
         started.elapsed().as_secs_f64()
-    );
+    ));
 
     // Model and optimizer (fresh or resumed).
     let device = Device::Cpu;
@@ -356,7 +375,9 @@ pub fn train(o: &TrainOptions, command: &str) -> Result<TrainState> {
         match opt.load(&opt_path, state.step) {
             Ok(()) => {}
             Err(e) => {
-                eprintln!("specscope train: warning: {e:#}; resuming with fresh optimizer moments")
+                note(&format!(
+                    "warning: {e:#}; resuming with fresh optimizer moments"
+                ))
             }
         }
     }
@@ -367,7 +388,6 @@ pub fn train(o: &TrainOptions, command: &str) -> Result<TrainState> {
     let run_start = Instant::now();
     let elapsed_before = state.elapsed_secs;
     let blocks = [8usize, 16, 32];
-    let mut last_log = Instant::now();
     while state.step < o.steps {
         let step = state.step;
         let epoch = step * o.batch / seqs.len();
@@ -392,24 +412,17 @@ pub fn train(o: &TrainOptions, command: &str) -> Result<TrainState> {
         state.losses.push((state.step, ar, dlm));
         let run_secs = run_start.elapsed().as_secs_f64();
         state.elapsed_secs = elapsed_before + run_secs;
-        if last_log.elapsed().as_secs_f64() > 2.0 || state.step == o.steps {
-            let rate =
-                (o.batch * o.seq_len) as f64 * (state.step as f64) / state.elapsed_secs.max(1e-9);
-            let eta = (o.steps - state.step) as f64 * state.elapsed_secs / state.step as f64;
-            eprint!(
-                "\r[{:>5}/{}] ar {:.3} dlm {:.3} (x{DLM_WEIGHT}) |g| {:.2} lr {:.2e} B={block} {:.0} tok/s ETA {:.0}m   ",
-                state.step,
-                o.steps,
-                ar,
-                dlm,
-                norm,
-                lr,
-                rate,
-                eta / 60.0
-            );
-            let _ = std::io::stderr().flush();
-            last_log = Instant::now();
-        }
+        progress(&StepReport {
+            step: state.step,
+            steps: o.steps,
+            ar,
+            dlm,
+            grad_norm: norm,
+            lr,
+            block,
+            tokens_per_sec: (o.batch * o.seq_len) as f64 * (state.step as f64)
+                / state.elapsed_secs.max(1e-9),
+        });
         let out_of_time = o.max_minutes.is_some_and(|m| run_secs > m * 60.0);
         if state.step.is_multiple_of(o.checkpoint_every) || state.step == o.steps || out_of_time {
             write_model_files(&o.out, spec, &varmap)?;
@@ -417,14 +430,13 @@ pub fn train(o: &TrainOptions, command: &str) -> Result<TrainState> {
             std::fs::write(&state_path, serde_json::to_string(&state)?)?;
         }
         if out_of_time {
-            eprintln!(
-                "\nspecscope train: time budget reached at step {}; run the same command to resume",
+            note(&format!(
+                "time budget reached at step {}; run the same command to resume",
                 state.step
-            );
+            ));
             break;
         }
     }
-    eprintln!();
     Ok(state)
 }
 

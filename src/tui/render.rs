@@ -1,7 +1,7 @@
 //! Drawing the whole screen from a state snapshot (pure: state in, cells out).
 
 use ratatui::layout::{Constraint, Layout, Rect};
-use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
+use ratatui::widgets::{Block, Clear, Paragraph, Wrap};
 use ratatui::Frame;
 
 use super::keymap::Keymap;
@@ -97,12 +97,4 @@ pub fn draw(f: &mut Frame, s: &State, theme: &Theme, keys: &Keymap) {
         f.render_widget(Clear, r);
         panes::help::draw(f, r, s, theme, keys);
     }
-}
-
-/// A bordered block with a title in the theme's colours.
-pub fn pane<'a>(title: impl Into<ratatui::text::Line<'a>>, theme: &Theme) -> Block<'a> {
-    Block::default()
-        .borders(Borders::ALL)
-        .border_style(theme.border)
-        .title(title.into().style(theme.title))
 }

@@ -12,7 +12,7 @@ use unicode_width::UnicodeWidthChar;
 use crate::engine::events::Origin;
 use crate::tui::action::Action;
 use crate::tui::keymap::Keymap;
-use crate::tui::render::pane;
+use super::pane;
 use crate::tui::state::{Role, State, Turn, TurnStatus};
 use crate::tui::theme::Theme;
 

@@ -9,7 +9,7 @@ use ratatui::Frame;
 
 use super::history::speed_words;
 use crate::tui::keymap::Keymap;
-use crate::tui::render::pane;
+use super::pane;
 use crate::tui::state::{Level, State};
 use crate::tui::theme::Theme;
 

@@ -11,7 +11,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Widget};
 use ratatui::Frame;
 
-use crate::tui::render::pane;
+use super::pane;
 use crate::tui::state::{RoundView, Sample, State};
 use crate::tui::theme::Theme;
 

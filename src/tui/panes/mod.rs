@@ -6,7 +6,10 @@ pub mod history;
 pub mod round;
 pub mod status;
 
+use ratatui::widgets::{Block, Borders};
 use unicode_width::UnicodeWidthStr;
+
+use super::theme::Theme;
 
 /// A token's text made visible: spaces as `·`, newlines as `⏎`, tabs as `⇥`, cut to
 /// `max` columns with `…`.
@@ -36,4 +39,12 @@ pub fn visible_token(text: &str, max: usize) -> String {
         s = out;
     }
     s
+}
+
+/// A bordered block with a title in the theme's colours.
+pub fn pane<'a>(title: impl Into<ratatui::text::Line<'a>>, theme: &Theme) -> Block<'a> {
+    Block::default()
+        .borders(Borders::ALL)
+        .border_style(theme.border)
+        .title(title.into().style(theme.title))
 }

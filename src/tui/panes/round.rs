@@ -15,7 +15,7 @@ use crate::engine::events::{PosView, Rule};
 use crate::engine::overlap::{BranchKind, BranchOutcome};
 use crate::tui::action::Action;
 use crate::tui::keymap::Keymap;
-use crate::tui::render::pane;
+use super::pane;
 use crate::tui::state::{RoundView, State};
 use crate::tui::theme::Theme;
 

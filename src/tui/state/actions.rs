@@ -1,0 +1,264 @@
+//! What the keys do to the state (and ask of the app).
+
+use super::{
+    messages_of, Effect, Level, Role, State, Topic, BLOCK_STEPS, LIVE_PACES_MS, REPLAY_PACES,
+};
+use crate::engine::options::Blocks;
+use crate::model::ChatMessage;
+use crate::tui::action::Action;
+use crate::tui::input::InputEdit;
+
+fn read_only(s: &mut State) -> bool {
+    if s.replaying() {
+        s.notice("a replay is read-only", Level::Warning);
+        true
+    } else {
+        false
+    }
+}
+
+fn submit(s: &mut State, text: String, history_end: usize, regenerate: bool) -> Effect {
+    let mut messages = messages_of(&s.chat.transcript[..history_end]);
+    messages.push(ChatMessage::new("user", &text));
+    Effect::Submit {
+        messages,
+        text,
+        regenerate,
+        options: s.session.options.clone(),
+    }
+}
+
+pub(super) fn on_action(s: &mut State, a: Action) -> Vec<Effect> {
+    if a != Action::Interrupt && a != Action::Quit {
+        s.status.quit_armed = false;
+    }
+    let mut fx = Vec::new();
+    match a {
+        Action::Submit => {
+            if read_only(s) || s.chat.input.text.trim().is_empty() {
+                return fx;
+            }
+            if let Some(req) = s.session.active() {
+                let key = "Esc";
+                s.status.notice(
+                    format!("still answering (request {req}); {key} stops it"),
+                    Level::Warning,
+                    Topic::Busy,
+                );
+                return fx;
+            }
+            let text = s.chat.input.take();
+            let end = s.chat.transcript.len();
+            fx.push(submit(s, text, end, false));
+        }
+        Action::Regenerate => {
+            if read_only(s) {
+                return fx;
+            }
+            let Some(i) = s.chat.transcript.iter().rposition(|t| t.role == Role::User) else {
+                s.notice("nothing to regenerate", Level::Info);
+                return fx;
+            };
+            if let Some(req) = s.session.active() {
+                fx.push(Effect::Cancel(req));
+            }
+            let text = s.chat.transcript[i].text.clone();
+            fx.push(submit(s, text, i, true));
+        }
+        Action::Newline => s.chat.input.newline(),
+        Action::Stop => match s.session.active() {
+            Some(req) if !s.replaying() => fx.push(Effect::Cancel(req)),
+            _ => {
+                s.help = false;
+                s.rounds.selected = None;
+            }
+        },
+        Action::Interrupt => {
+            if s.status.quit_armed {
+                s.quit = true;
+                fx.push(Effect::Quit);
+            } else if let (Some(req), false) = (s.session.active(), s.replaying()) {
+                // Stop; a second Ctrl+C right after quits.
+                fx.push(Effect::Cancel(req));
+                s.status.quit_armed = true;
+                s.notice("stopped; Ctrl+C again quits", Level::Info);
+            } else if !s.chat.input.is_empty() {
+                s.chat.input.clear();
+            } else {
+                s.status.quit_armed = true;
+                s.notice("press Ctrl+C again to quit", Level::Info);
+            }
+        }
+        Action::Quit => {
+            s.quit = true;
+            fx.push(Effect::Quit);
+        }
+        Action::Help => s.help = !s.help,
+        Action::HistoryPrev => s.chat.input.history_prev(),
+        Action::HistoryNext => s.chat.input.history_next(),
+        Action::ScrollUp => s.chat.scroll(-1),
+        Action::ScrollDown => s.chat.scroll(1),
+        Action::PageUp => s.chat.scroll(-(i64::from(s.chat.area.1.max(2)) - 1)),
+        Action::PageDown => s.chat.scroll(i64::from(s.chat.area.1.max(2)) - 1),
+        Action::FollowBottom => s.chat.scroll_back = 0,
+        Action::Clear => {
+            if !read_only(s) {
+                fx.push(Effect::Clear);
+            }
+        }
+        Action::CopyLast => match s.chat.last_answer() {
+            Some(t) => fx.push(Effect::Copy(t.to_string())),
+            None => s.notice("no answer to copy yet", Level::Info),
+        },
+        Action::ToggleOrigins => {
+            s.chat.origins = !s.chat.origins;
+            let msg = if s.chat.origins {
+                "answer coloured by origin: accepted draft, bonus, reused branch"
+            } else {
+                "origin colours off"
+            };
+            s.notice(msg, Level::Info);
+        }
+        Action::ToggleMouse => {
+            s.chat.mouse = !s.chat.mouse;
+            let msg = if s.chat.mouse {
+                "mouse wheel scrolls the chat (text selection: press again)"
+            } else {
+                "mouse released: select text with it; the wheel no longer scrolls"
+            };
+            s.notice(msg, Level::Info);
+            fx.push(Effect::SetMouse(s.chat.mouse));
+        }
+        Action::Example => {
+            if read_only(s) || s.session.examples.is_empty() {
+                return fx;
+            }
+            let n = s.session.examples.len();
+            let ex = s.session.examples[s.chat.next_example % n].clone();
+            s.chat.next_example = (s.chat.next_example + 1) % n;
+            s.chat.input.clear();
+            s.chat.input.edit(InputEdit::Paste(ex));
+        }
+        Action::TogglePause => {
+            fx.push(if s.status.paused {
+                Effect::Resume
+            } else {
+                Effect::Pause
+            });
+        }
+        Action::Step => fx.push(Effect::Step),
+        Action::RoundPrev => s.rounds.prev(),
+        Action::RoundNext => s.rounds.next(),
+        Action::RoundLive => s.rounds.view = None,
+        Action::PosPrev | Action::PosNext => s.rounds.select(a == Action::PosNext),
+        Action::CycleMode
+        | Action::BlockSmaller
+        | Action::BlockLarger
+        | Action::ToggleAdaptive
+        | Action::ToggleOverlap => {
+            if read_only(s) {
+                return fx;
+            }
+            change_options(s, a);
+            fx.push(Effect::SetOptions(s.session.options.clone()));
+        }
+        Action::Slower | Action::Faster => {
+            let n = if s.replaying() {
+                REPLAY_PACES.len()
+            } else {
+                LIVE_PACES_MS.len()
+            };
+            // Live: a higher index is slower; replay: a higher index is faster.
+            let up = (a == Action::Slower) != s.replaying();
+            let next = if up {
+                (s.status.pace + 1).min(n - 1)
+            } else {
+                s.status.pace.saturating_sub(1)
+            };
+            if next == s.status.pace {
+                let end = if a == Action::Slower {
+                    "slowest"
+                } else {
+                    "fastest"
+                };
+                s.notice(format!("already at the {end} pace"), Level::Info);
+            }
+            s.status.pace = next;
+            fx.push(Effect::SetPace(next));
+        }
+        Action::ToggleRecord => {
+            if !read_only(s) {
+                fx.push(Effect::ToggleRecord);
+            }
+        }
+        Action::SeekBack | Action::SeekForward => {
+            if s.replaying() {
+                fx.push(Effect::Seek(if a == Action::SeekBack { -10 } else { 10 }));
+            } else {
+                s.notice("seeking works in replays", Level::Info);
+            }
+        }
+    }
+    fx
+}
+
+/// A mode or block key: the options change, live requests' labels follow, and the
+/// notice says what happened (or that nothing could).
+fn change_options(s: &mut State, a: Action) {
+    let base = s.session.base.clone();
+    let o = &mut s.session.options;
+    let before = o.clone();
+    let note = match a {
+        Action::CycleMode => {
+            o.cycle_mode(&base);
+            if *o == base {
+                format!("back to the starting setup: {}", o.label())
+            } else {
+                format!("mode: {}", o.label())
+            }
+        }
+        Action::BlockSmaller | Action::BlockLarger => {
+            let larger = a == Action::BlockLarger;
+            let was_adaptive = matches!(o.block_policy(), Blocks::Adaptive(_));
+            if o.step_block(&base, BLOCK_STEPS, larger) {
+                let off = if was_adaptive {
+                    " (adaptive off: F7 turns it on)"
+                } else {
+                    ""
+                };
+                format!("block size: {}{off}", o.label())
+            } else {
+                let end = if larger { "largest" } else { "smallest" };
+                format!("already at the {end} block size ({})", o.label())
+            }
+        }
+        Action::ToggleAdaptive => {
+            o.toggle_adaptive(&base);
+            match &o.blocks {
+                Blocks::Adaptive(_) => format!("adaptive block size on: {}", o.label()),
+                Blocks::Fixed(b) => format!("adaptive block size off: fixed {b}"),
+            }
+        }
+        Action::ToggleOverlap => {
+            o.toggle_overlap();
+            if o.overlap {
+                format!(
+                    "overlap branches on (every row the table builds): {}",
+                    o.label()
+                )
+            } else {
+                format!("overlap branches off: {}", o.label())
+            }
+        }
+        _ => return,
+    };
+    let label = o.label();
+    if *o != before {
+        for r in &s.session.live {
+            if let Some(info) = s.session.requests.get_mut(r) {
+                info.label = label.clone();
+            }
+        }
+    }
+    s.notice(note, Level::Info);
+}
