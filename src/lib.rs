@@ -22,3 +22,25 @@ pub fn settle_thread_count() {
         std::env::set_var("RAYON_NUM_THREADS", n.to_string());
     }
 }
+
+/// A text file read whole, refusing one larger than `max` bytes (a device like
+/// /dev/zero, or a file that is not what it claims): config files are small.
+pub fn read_bounded(path: &std::path::Path, max: u64) -> anyhow::Result<String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path)
+        .map_err(anyhow::Error::from)
+        .map_err(|e| e.context(format!("cannot read {}", path.display())))?;
+    let mut bytes = Vec::new();
+    file.take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(anyhow::Error::from)
+        .map_err(|e| e.context(format!("cannot read {}", path.display())))?;
+    if bytes.len() as u64 > max {
+        anyhow::bail!(
+            "{} is larger than {} KiB: not a config file",
+            path.display(),
+            max / 1024
+        );
+    }
+    String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("{} is not UTF-8 text", path.display()))
+}

@@ -62,7 +62,20 @@ enum Command {
     Train(cli::train::TrainArgs),
 }
 
+/// Output to a closed pipe (`specscope trace summary FILE | head`) ends the process
+/// quietly, as Unix tools do, instead of a "failed printing to stdout" panic: the
+/// default action of SIGPIPE, which Rust's runtime ignores. Sockets are unaffected
+/// (std writes them with MSG_NOSIGNAL).
+fn quiet_on_closed_pipes() {
+    #[cfg(unix)]
+    // SAFETY: restores a signal's default disposition before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> ExitCode {
+    quiet_on_closed_pipes();
     specscope::settle_thread_count();
     let cli = Cli::parse();
     let command = cli

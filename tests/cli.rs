@@ -399,3 +399,75 @@ fn bench_runs_side_by_side_and_names_bad_prompt_lines() {
     assert_clean_error(&bench(&["--configs", "warp"]), "invalid value 'warp'");
     assert_clean_error(&bench(&["--blocks", "0"]), "linear B=0");
 }
+
+/// Output into a closed pipe ends quietly, as Unix tools do: no panic, no message.
+#[cfg(unix)]
+#[test]
+fn a_closed_pipe_ends_quietly() {
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo.jsonl");
+    for args in [
+        vec!["trace", "summary", demo.to_str().unwrap(), "--json"],
+        vec!["trace", "summary", demo.to_str().unwrap()],
+    ] {
+        let mut child = specscope(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Hang up before the program writes anything (it takes longer to start).
+        drop(child.stdout.take());
+        let o = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !err.contains("panicked") && !err.contains("Broken pipe"),
+            "{err}"
+        );
+    }
+}
+
+/// A keymap that is not a small text file, or that leaves no way to quit.
+#[test]
+fn keymaps_are_bounded_and_keep_a_quit_key() {
+    use specscope::tui::action::Action;
+    use specscope::tui::keymap::Keymap;
+    #[cfg(unix)]
+    {
+        let (km, w) = Keymap::load(Path::new("/dev/zero"));
+        assert!(
+            w[0].contains("/dev/zero") && w[0].contains("larger than"),
+            "{w:?}"
+        );
+        assert!(!km.keys_for(Action::Quit).is_empty());
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("keymap.toml");
+    std::fs::write(&p, "[keys]\n\"ctrl-q\" = \"none\"\n").unwrap();
+    let (km, w) = Keymap::load(&p);
+    assert!(w[0].contains("no key quits"), "{w:?}");
+    assert_eq!(km.keys_for(Action::Quit), vec!["ctrl-q"]);
+}
+
+/// A profile whose points cannot separate every term prints what it measured and fits
+/// what they allow.
+#[test]
+fn profile_with_one_row_count_fits_what_it_can() {
+    let o = run(&[
+        "profile",
+        "--synthetic",
+        "--rows",
+        "1",
+        "--tokens",
+        "1,4,8",
+        "--cache",
+        "16,32",
+        "--repeats",
+        "1",
+    ]);
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        String::from_utf8_lossy(&o.stdout).lines().count() > 3,
+        "the table is printed"
+    );
+    assert!(err.contains("one row count"), "{err}");
+}

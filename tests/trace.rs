@@ -344,3 +344,180 @@ proptest! {
         }
     }
 }
+
+/// Cases of the mutation tests; `SPECSCOPE_MUTATIONS=20000 cargo test --release
+/// mutation` runs a long campaign.
+fn mutation_cases() -> u32 {
+    std::env::var("SPECSCOPE_MUTATIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300)
+}
+
+/// Paths (object keys and array indices) to every number in a JSON value.
+fn number_paths(v: &serde_json::Value, path: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+    match v {
+        serde_json::Value::Number(_) => out.push(path.clone()),
+        serde_json::Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                path.push(i.to_string());
+                number_paths(x, path, out);
+                path.pop();
+            }
+        }
+        serde_json::Value::Object(o) => {
+            for (k, x) in o {
+                path.push(k.clone());
+                number_paths(x, path, out);
+                path.pop();
+            }
+        }
+        _ => {}
+    }
+}
+
+fn at_path<'a>(v: &'a mut serde_json::Value, path: &[String]) -> &'a mut serde_json::Value {
+    path.iter().fold(v, |v, k| match v {
+        serde_json::Value::Array(a) => &mut a[k.parse::<usize>().unwrap()],
+        other => &mut other[k.as_str()],
+    })
+}
+
+/// The values a mutation puts in place of a number: the extremes that once crashed,
+/// hung or wrapped, and ordinary ones.
+fn extreme(i: usize) -> serde_json::Value {
+    use serde_json::json;
+    [
+        json!(0),
+        json!(1),
+        json!(-1),
+        json!(4294967296u64),
+        json!(4611686018427387904u64),
+        json!(u64::MAX),
+        json!(1e9),
+        json!(1e308),
+        json!(-1e308),
+        json!(0.5),
+        json!(257),
+        json!(1_000_000_000_000u64),
+    ][i % 12]
+        .clone()
+}
+
+/// Replays parsed events the way `replay` and `trace summary` would, and draws.
+fn consume(t: &specscope::trace::Trace) {
+    let _ = Summary::of(t.events.iter().map(|e| &e.event)).report();
+    let mut s = State::new("fuzz", "cpu", DecodeOptions::default());
+    let mut player = Player::new(t.clone(), "fuzz".into());
+    player.advance(&mut s, 1e9);
+    let mut term = Terminal::new(TestBackend::new(100, 30)).unwrap();
+    term.draw(|f| specscope::tui::render::draw(f, &s, &Theme::dark(), &Keymap::builtin()))
+        .unwrap();
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(mutation_cases()))]
+
+    /// A number of the demo recording replaced by an extreme: the file is refused at
+    /// its line, or it reads and replays, summarises and draws without a panic.
+    #[test]
+    fn mutated_numbers_are_refused_at_their_line_or_harmless(line in 1usize..2000, which in 0usize..1000, value in 0usize..12) {
+        let demo = demo_bytes();
+        let text = std::str::from_utf8(&demo).unwrap();
+        let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+        let li = line % lines.len();
+        let mut v: serde_json::Value = serde_json::from_str(&lines[li]).unwrap();
+        let mut paths = Vec::new();
+        number_paths(&v, &mut Vec::new(), &mut paths);
+        prop_assume!(!paths.is_empty());
+        let p = &paths[which % paths.len()];
+        *at_path(&mut v, p) = extreme(value);
+        lines[li] = v.to_string();
+        let bytes = (lines.join("\n") + "\n").into_bytes();
+        match parse_trace(&bytes, "demo") {
+            Err(e) => {
+                let msg = format!("{e:#}");
+                prop_assert!(msg.starts_with("demo:"), "no FILE:LINE: {msg}");
+            }
+            Ok(t) => consume(&t),
+        }
+    }
+
+    /// Lines dropped, repeated or swapped: refused with FILE:LINE, or harmless.
+    #[test]
+    fn reordered_lines_are_refused_or_harmless(a in 1usize..2000, b in 1usize..2000, op in 0usize..3) {
+        let demo = demo_bytes();
+        let text = std::str::from_utf8(&demo).unwrap();
+        let mut lines: Vec<&str> = text.lines().collect();
+        let (a, b) = (1 + a % (lines.len() - 1), 1 + b % (lines.len() - 1));
+        match op {
+            0 => { lines.remove(a); }
+            1 => { let l = lines[a]; lines.insert(b, l); }
+            _ => lines.swap(a, b),
+        }
+        let bytes = (lines.join("\n") + "\n").into_bytes();
+        match parse_trace(&bytes, "demo") {
+            Err(e) => {
+                let msg = format!("{e:#}");
+                prop_assert!(msg.starts_with("demo:"), "no FILE:LINE: {msg}");
+            }
+            Ok(t) => consume(&t),
+        }
+    }
+}
+
+/// The cases the probe found, each refused with its line.
+#[test]
+fn huge_counts_and_times_are_refused_with_their_line() {
+    let bytes = demo_bytes();
+    let text = std::str::from_utf8(&bytes).unwrap();
+    let verified = text
+        .lines()
+        .position(|l| l.contains("\"kind\":\"verified\""))
+        .unwrap();
+    for (needle, value, want) in [
+        ("\"accepted\":", "4611686018427387904", "`accepted`"),
+        ("\"accepted\":", "18446744073709551615", "`accepted`"),
+    ] {
+        let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+        let l = &lines[verified];
+        let i = l.find(needle).unwrap() + needle.len();
+        let j = i + l[i..].find(',').unwrap();
+        lines[verified] = format!("{}{value}{}", &l[..i], &l[j..]);
+        let e = format!(
+            "{:#}",
+            parse_trace((lines.join("\n") + "\n").as_bytes(), "rec").unwrap_err()
+        );
+        assert!(
+            e.contains(&format!("rec:{}", verified + 1)) && e.contains(want),
+            "{e}"
+        );
+    }
+    let forward = text
+        .lines()
+        .position(|l| l.contains("\"kind\":\"forward\""))
+        .unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let v: serde_json::Value = serde_json::from_str(&lines[forward]).unwrap();
+    let mut v = v;
+    v["ms"] = serde_json::json!(1e308);
+    lines[forward] = v.to_string();
+    let e = format!(
+        "{:#}",
+        parse_trace((lines.join("\n") + "\n").as_bytes(), "rec").unwrap_err()
+    );
+    assert!(
+        e.contains(&format!("rec:{}", forward + 1)) && e.contains("`ms`"),
+        "{e}"
+    );
+    // The header: a temperature of −1e308.
+    let mut h: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    h["options"]["sampling"]["temperature"] = serde_json::json!(-1e308);
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    lines[0] = h.to_string();
+    let e = format!(
+        "{:#}",
+        parse_trace((lines.join("\n") + "\n").as_bytes(), "rec").unwrap_err()
+    );
+    assert!(e.contains("rec:1") && e.contains("temperature"), "{e}");
+}

@@ -174,7 +174,11 @@ pub fn evaluate(
         let mut per_family: BTreeMap<String, (usize, usize)> = BTreeMap::new();
         for (i, p) in prompts.iter().enumerate() {
             let k = blocks.iter().position(|x| *x == b).unwrap_or(0) + 1;
-            progress(k * prompts.len() + i, prompts.len() * (1 + blocks.len()), &format!("LinearSS B={b}"));
+            progress(
+                k * prompts.len() + i,
+                prompts.len() * (1 + blocks.len()),
+                &format!("LinearSS B={b}"),
+            );
             let mut sched = Scheduler::new(model.clone(), None);
             let mut sink = VecSink {
                 detail: true,

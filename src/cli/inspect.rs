@@ -39,7 +39,7 @@ fn top_k(logits: &Tensor, k: usize, tok: &TextTokenizer) -> Result<Value> {
 pub fn run(args: InspectArgs) -> Result<()> {
     ensure!(args.block > 0, "--block must be at least 1");
     ensure!(args.top_k > 0, "--top-k must be at least 1");
-    let loaded = args.model.load()?;
+    let loaded = args.model.load_with(true)?;
     let (model, tok) = (&loaded.model, &loaded.tokenizer);
     let cfg = model.config();
     let prompt = args.prompt.encode(tok)?;

@@ -39,6 +39,10 @@ pub struct ModelArgs {
     /// Do not attach the checkpoint's linear_spec_lora/ draft adapter.
     #[arg(long)]
     pub no_lora: bool,
+    /// Compute dtype of the weights: auto (the checkpoint's on CUDA, f32 on the CPU),
+    /// f32, bf16 or f16. Norms, softmax and logits accumulate in f32.
+    #[arg(long, default_value = "auto")]
+    pub dtype: String,
 }
 
 /// A loaded checkpoint with everything the subcommands print about it.
@@ -52,15 +56,26 @@ pub struct Loaded {
 
 impl ModelArgs {
     pub fn load(&self) -> Result<Loaded> {
+        self.load_with(false)
+    }
+
+    /// `allow_unexpected`: tensors the architecture does not use are listed, not an
+    /// error (`inspect`).
+    pub fn load_with(&self, allow_unexpected: bool) -> Result<Loaded> {
         let source = ModelSource::parse(self.model.as_deref(), self.revision.as_deref())?;
         let files = source.resolve()?;
         let device = model::select_device(&self.device)?;
+        let dtype = model::compute_dtype(&self.dtype, &device, model::file_dtype(&files))?;
         let opts = LoadOptions {
             lora: !self.no_lora,
-            ..LoadOptions::default()
+            dtype,
+            allow_unexpected,
         };
         let (model, report) = model::load(&files, &device, opts)?;
         let tokenizer = model::load_tokenizer(&files, model.config())?;
+        if let Some(w) = tokenizer.vocab_warning(model.config()) {
+            eprintln!("specscope: warning: {}: {w}", files.tokenizer.display());
+        }
         Ok(Loaded {
             files,
             model,

@@ -192,7 +192,11 @@ pub fn run(args: ProfileArgs) -> Result<()> {
             .with_context(|| format!("cannot write {}", path.display()))?;
         eprintln!("wrote {}", path.display());
     }
-    let fitted = cost::CostModel::fit(&serde_json::from_value(out)?, &label)?;
+    let (fitted, notes) = cost::CostModel::fit_noting(&serde_json::from_value(out)?, &label)
+        .context("the points above were measured, but a cost model cannot be fitted to them")?;
+    for n in notes {
+        eprintln!("note: {n}");
+    }
     eprintln!(
         "fitted cost: {:.3} ms + rows x ({:.3} ms + tokens x ({:.4} ms + {:.2e} ms x cache))",
         fitted.fixed_ms, fitted.per_row_ms, fitted.per_token_ms, fitted.per_token_ctx_ms

@@ -30,7 +30,7 @@ pub enum TraceCommand {
         json: bool,
     },
     /// Record requests from prompt files without the screen (how the demo was made).
-    Record(RecordArgs),
+    Record(Box<RecordArgs>),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -49,7 +49,7 @@ pub struct RecordArgs {
 pub fn run(args: TraceArgs) -> Result<()> {
     match args.command {
         TraceCommand::Summary { file, json } => summary(file, json),
-        TraceCommand::Record(a) => record(a),
+        TraceCommand::Record(a) => record(*a),
     }
 }
 

@@ -1,9 +1,15 @@
-//! Per-position statistics of a logits row, computed once per forward and reused by
+//! Per-position statistics of the logits, computed once per forward and reused by
 //! acceptance, risk, branch building, block-size history and the screen. All the
-//! vocabulary-wide work of decoding lives here (the CUDA kernel replaces exactly this).
+//! vocabulary-wide work of decoding lives here, computed where the logits are: on the
+//! CPU in one pass over each row in host memory (`signals_of`); on a GPU with tensor
+//! ops (`device_signals`), so that only the top-k, the maximum and two sums per
+//! position cross to the host, or with the fused kernel of `kernels/` where it passed
+//! its check (`crate::model::kernels`).
 
-use anyhow::Result;
-use candle_core::Tensor;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use anyhow::{bail, Result};
+use candle_core::{DType, Tensor};
 use serde::{Deserialize, Serialize};
 
 /// How many candidates each position keeps (enough to skip draft, mask and EOS ids).
@@ -96,10 +102,115 @@ pub fn signals_of(row: &[f32], mask_id: u32) -> PosSignals {
     }
 }
 
-/// Signals for every row of a `(n, vocab)` logits tensor.
+/// Bytes read out of logits tensors into host memory since the process started (the
+/// statistics' whole cost in transfers, for `run --json` and `profile`).
+static BYTES_TO_HOST: AtomicU64 = AtomicU64::new(0);
+
+/// Bytes read out of logits into host memory so far.
+pub fn bytes_to_host() -> u64 {
+    BYTES_TO_HOST.load(Ordering::Relaxed)
+}
+
+fn count_bytes(n: usize) {
+    BYTES_TO_HOST.fetch_add(n as u64, Ordering::Relaxed);
+}
+
+/// Logits a forward gave no finite maximum: the weights or the config's numbers
+/// are broken, and greedy decoding would emit token 0 for ever.
+fn non_finite() -> anyhow::Error {
+    anyhow::anyhow!(
+        "the model produced non-finite logits (NaN or infinity): its weights hold NaN/inf values, or config.json's numbers (rms_norm_eps, rope parameters) are unusable"
+    )
+}
+
+/// Signals for every row of a `(n, vocab)` logits tensor, where the logits are.
 pub fn signals(logits: &Tensor, mask_id: u32) -> Result<Vec<PosSignals>> {
-    let rows: Vec<Vec<f32>> = logits.to_vec2()?;
-    Ok(rows.iter().map(|r| signals_of(r, mask_id)).collect())
+    if !logits.device().is_cpu() {
+        return device_signals(logits, mask_id);
+    }
+    let rows: Vec<Vec<f32>> = logits.to_dtype(DType::F32)?.to_vec2()?;
+    count_bytes(rows.iter().map(|r| r.len() * 4).sum());
+    let sig: Vec<PosSignals> = rows.iter().map(|r| signals_of(r, mask_id)).collect();
+    if sig
+        .iter()
+        .any(|s| !(s.entropy.is_finite() && s.confidence.is_finite() && s.confidence > 0.0))
+    {
+        return Err(non_finite());
+    }
+    Ok(sig)
+}
+
+/// Logits below this are treated as this (−∞ and the mask's column included), so the
+/// sums stay finite: e^(FLOOR − max) is 0 and 0 · FLOOR is 0.
+const FLOOR: f64 = -1e30;
+
+/// The statistics with tensor ops on the logits' device: the maximum, Σ e^(x−max) and
+/// Σ e^(x−max)·(x−max), and the top-k by repeated argmax; then only those
+/// (k + 3 floats and k ids per position) come to the host, where the probabilities and
+/// the entropy follow as in `signals_of`.
+pub fn device_signals(logits: &Tensor, mask_id: u32) -> Result<Vec<PosSignals>> {
+    let (n, v) = logits.dims2()?;
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let dev = logits.device();
+    let mut keep = vec![1f32; v];
+    let mut bias = vec![0f32; v];
+    if let Some(m) = keep.get_mut(mask_id as usize) {
+        *m = 0.0;
+        bias[mask_id as usize] = FLOOR as f32;
+    }
+    let keep = Tensor::from_vec(keep, (1, v), dev)?;
+    let bias = Tensor::from_vec(bias, (1, v), dev)?;
+    let x = logits
+        .to_dtype(DType::F32)?
+        .maximum(FLOOR)?
+        .broadcast_mul(&keep)?
+        .broadcast_add(&bias)?;
+    let max = x.max_keepdim(1)?;
+    let d = x.broadcast_sub(&max)?;
+    let e = d.exp()?;
+    let sum = e.sum_keepdim(1)?;
+    let tilt = (d * &e)?.sum_keepdim(1)?;
+    let k = TOP_K.min(v.saturating_sub(1)).max(1);
+    let mut xs = x;
+    let (mut ids, mut vals) = (Vec::with_capacity(k), Vec::with_capacity(k));
+    let sink = Tensor::full(FLOOR as f32, (n, 1), dev)?;
+    for _ in 0..k {
+        let i = xs.argmax_keepdim(1)?;
+        vals.push(xs.gather(&i, 1)?);
+        xs = xs.scatter_add(&i, &sink, 1)?;
+        ids.push(i);
+    }
+    let mut cols = vals;
+    cols.extend([max, sum, tilt]);
+    let floats: Vec<Vec<f32>> = Tensor::cat(&cols, 1)?.to_vec2()?;
+    let ids: Vec<Vec<u32>> = Tensor::cat(&ids, 1)?.to_vec2()?;
+    count_bytes(n * (2 * k + 3) * 4);
+    let mut out = Vec::with_capacity(n);
+    for (f, id) in floats.iter().zip(&ids) {
+        let (max, sum, tilt) = (f[k], f[k + 1] as f64, f[k + 2] as f64);
+        let usable = max.is_finite() && max > FLOOR as f32 && sum > 0.0 && tilt.is_finite();
+        if !usable {
+            bail!(non_finite());
+        }
+        let top: Vec<(u32, f32)> = id
+            .iter()
+            .zip(&f[..k])
+            .filter(|(_, x)| **x > FLOOR as f32 / 2.0)
+            .map(|(&i, &x)| (i, ((x - max).exp() as f64 / sum) as f32))
+            .collect();
+        let p1 = top.first().map_or(0.0, |t| t.1);
+        let p2 = top.get(1).map_or(0.0, |t| t.1);
+        out.push(PosSignals {
+            argmax: top.first().map_or(0, |t| t.0),
+            margin: p1 - p2,
+            confidence: p1,
+            entropy: (sum.ln() - tilt / sum) as f32,
+            top,
+        });
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -122,6 +233,49 @@ mod tests {
         let uniform = signals_of(&[1.0; 4], 9);
         assert!((uniform.entropy - 4f32.ln()).abs() < 1e-5);
         assert!((uniform.confidence - 0.25).abs() < 1e-6);
+    }
+
+    /// The tensor-op path (what a GPU runs) equals the host path on the CPU.
+    #[test]
+    fn device_path_equals_host_path() {
+        let mut rng = crate::rng::Rng::new(3);
+        let (n, v) = (13, 300);
+        let mut data: Vec<f32> = (0..n * v).map(|_| (rng.normal() * 3.0) as f32).collect();
+        data[5] = f32::NEG_INFINITY; // a −∞ logit
+        data[v + 7] = 40.0; // the mask's column wins in row 1, and is skipped
+        let t = Tensor::from_vec(data.clone(), (n, v), &candle_core::Device::Cpu).unwrap();
+        let dev = device_signals(&t, 7).unwrap();
+        for (r, d) in data.chunks(v).zip(&dev) {
+            let h = signals_of(r, 7);
+            assert_eq!(h.argmax, d.argmax);
+            assert_eq!(
+                h.top.iter().map(|x| x.0).collect::<Vec<_>>(),
+                d.top.iter().map(|x| x.0).collect::<Vec<_>>()
+            );
+            for (a, b) in h.top.iter().zip(&d.top) {
+                assert!((a.1 - b.1).abs() < 1e-5, "{a:?} {b:?}");
+            }
+            assert!(
+                (h.entropy - d.entropy).abs() < 1e-4,
+                "{} {}",
+                h.entropy,
+                d.entropy
+            );
+            assert!((h.margin - d.margin).abs() < 1e-5);
+        }
+        assert_ne!(dev[1].argmax, 7, "the mask never wins");
+    }
+
+    #[test]
+    fn non_finite_logits_are_an_error_naming_the_cause() {
+        let t = Tensor::from_vec(vec![f32::NAN; 8], (2, 4), &candle_core::Device::Cpu).unwrap();
+        for r in [signals(&t, 0), device_signals(&t, 0)] {
+            let e = r.unwrap_err().to_string();
+            assert!(
+                e.contains("non-finite logits") && e.contains("rms_norm_eps"),
+                "{e}"
+            );
+        }
     }
 
     #[test]
@@ -189,9 +343,14 @@ pub fn signals_and_choices(
     sampling: Sampling,
     rng: &mut crate::rng::Rng,
 ) -> Result<(Vec<PosSignals>, Vec<u32>)> {
-    let rows: Vec<Vec<f32>> = logits.to_vec2()?;
-    let sig: Vec<PosSignals> = rows.iter().map(|r| signals_of(r, mask_id)).collect();
+    let sig = signals(logits, mask_id)?;
     let choices = if sampling.temperature > 0.0 {
+        // Sampling needs the whole distribution: the one case where the logits come to
+        // the host whole on a GPU (greedy decoding, the lossless setting, never does).
+        let rows: Vec<Vec<f32>> = logits.to_dtype(DType::F32)?.to_vec2()?;
+        if !logits.device().is_cpu() {
+            count_bytes(rows.iter().map(|r| r.len() * 4).sum());
+        }
         rows.iter()
             .map(|r| sample(r, mask_id, sampling.temperature, rng))
             .collect()

@@ -299,9 +299,12 @@ impl Model {
         })
     }
 
-    /// Ready for decoding: projections also keep their CPU-friendly transposed copy
-    /// (see `proj.rs`). Training uses the model as built.
-    pub fn for_inference(mut self) -> Result<Self> {
+    /// Ready for decoding: with `transposed`, projections also keep their CPU-friendly
+    /// transposed copy (see `proj.rs`). Training uses the model as built.
+    pub fn for_inference(mut self, transposed: bool) -> Result<Self> {
+        if !transposed {
+            return Ok(self);
+        }
         for l in &mut self.layers {
             let a = &mut l.self_attn;
             for p in [&mut a.q_proj, &mut a.k_proj, &mut a.v_proj, &mut a.o_proj] {
@@ -548,6 +551,10 @@ impl Model {
                 best = (i, x);
             }
         }
+        anyhow::ensure!(
+            best.1.is_finite() && v.iter().all(|x| !x.is_nan()),
+            "the model produced non-finite logits (NaN or infinity): its weights hold NaN/inf values, or config.json's numbers (rms_norm_eps, rope parameters) are unusable"
+        );
         Ok(best.0 as u32)
     }
 }

@@ -118,8 +118,7 @@ pub struct Config {
 impl Config {
     /// Reads and validates `config.json`; every error names the file and the field.
     pub fn from_file(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read model config {}", path.display()))?;
+        let text = crate::read_bounded(path, 1 << 20)?;
         Self::from_json(&text).with_context(|| format!("invalid model config {}", path.display()))
     }
 
@@ -175,6 +174,27 @@ impl Config {
         v * h + self.num_hidden_layers as u128 * layer + h + head
     }
 
+    /// Applies `generation_config.json` as transformers does: its `eos_token_id` (and
+    /// `bos_token_id`) replace config.json's when it has them.
+    pub fn apply_generation_config(&mut self, path: &Path) -> Result<()> {
+        let text = crate::read_bounded(path, 1 << 20)?;
+        #[derive(Deserialize)]
+        struct Gen {
+            eos_token_id: Option<TokenIds>,
+            bos_token_id: Option<u32>,
+        }
+        let g: Gen = serde_json::from_str(&text)
+            .with_context(|| format!("invalid generation config {}", path.display()))?;
+        if let Some(e) = g.eos_token_id {
+            self.eos_token_id = Some(e);
+        }
+        if let Some(b) = g.bos_token_id {
+            self.bos_token_id = Some(b);
+        }
+        self.validate()
+            .with_context(|| format!("with {} applied", path.display()))
+    }
+
     pub fn mask_token_id(&self) -> u32 {
         self.mask_token_id.unwrap_or(0)
     }
@@ -193,15 +213,28 @@ impl Config {
                 self.model_type
             );
         }
-        for (name, v) in [
-            ("vocab_size", self.vocab_size),
-            ("hidden_size", self.hidden_size),
-            ("intermediate_size", self.intermediate_size),
-            ("num_hidden_layers", self.num_hidden_layers),
-            ("num_attention_heads", self.num_attention_heads),
-            ("max_position_embeddings", self.max_position_embeddings),
+        // Sizes beyond any real checkpoint are errors here, before anything is
+        // allocated in proportion to them.
+        for (name, v, max) in [
+            ("vocab_size", self.vocab_size, 1 << 21),
+            ("hidden_size", self.hidden_size, 1 << 16),
+            ("intermediate_size", self.intermediate_size, 1 << 18),
+            ("num_hidden_layers", self.num_hidden_layers, 1024),
+            ("num_attention_heads", self.num_attention_heads, 1024),
+            (
+                "max_position_embeddings",
+                self.max_position_embeddings,
+                1 << 24,
+            ),
         ] {
             ensure!(v > 0, "field `{name}` must be positive");
+            ensure!(
+                v <= max,
+                "field `{name}` is {v}: more than this architecture allows ({max})"
+            );
+        }
+        if let Some(hd) = self.head_dim {
+            ensure!(hd <= 1024, "field `head_dim` is {hd}: more than 1024");
         }
         let kv = self.num_kv_heads();
         ensure!(
@@ -231,6 +264,11 @@ impl Config {
                 self.vocab_size
             ),
         }
+        ensure!(
+            self.eos_token_ids().len() <= 64,
+            "field `eos_token_id` lists {} ids: more than 64",
+            self.eos_token_ids().len()
+        );
         for id in self.eos_token_ids() {
             ensure!(
                 (id as usize) < self.vocab_size,
@@ -246,29 +284,60 @@ impl Config {
             );
         }
         ensure!(
-            self.rms_norm_eps > 0.0,
-            "field `rms_norm_eps` must be positive"
+            self.rms_norm_eps.is_finite() && self.rms_norm_eps > 0.0 && self.rms_norm_eps <= 0.1,
+            "field `rms_norm_eps` is {}: expected a small positive number (about 1e-6 to 1e-5)",
+            self.rms_norm_eps
         );
+        if let Some(w) = self.sliding_window {
+            ensure!(
+                w >= self.max_position_embeddings,
+                "field `sliding_window` is {w}: sliding-window attention is not implemented (only a window of at least max_position_embeddings, {}, which is plain attention)",
+                self.max_position_embeddings
+            );
+        }
         let rope = self.rope();
         match rope.rope_type.as_str() {
             "default" => {}
             "yarn" => {
+                if let Some(o) = rope.original_max_position_embeddings {
+                    ensure!(
+                        (1..=self.max_position_embeddings).contains(&o),
+                        "field `rope_parameters.original_max_position_embeddings` is {o}: expected 1 to max_position_embeddings ({})",
+                        self.max_position_embeddings
+                    );
+                }
                 let factor = rope.factor.or_else(|| {
                     rope.original_max_position_embeddings
                         .map(|o| self.max_position_embeddings as f64 / o as f64)
                 });
                 ensure!(
-                    factor.is_some_and(|f| f > 0.0),
-                    "field `rope_parameters.factor` is missing or not positive for YaRN"
+                    factor.is_some_and(|f| f.is_finite() && f > 0.0 && f <= 1e4),
+                    "field `rope_parameters.factor` is missing or not a positive number up to 10000 for YaRN"
                 );
+                for (name, v) in [
+                    ("beta_fast", rope.beta_fast),
+                    ("beta_slow", rope.beta_slow),
+                    ("mscale", rope.mscale),
+                    ("mscale_all_dim", rope.mscale_all_dim),
+                    ("attention_factor", rope.attention_factor),
+                    ("llama_4_scaling_beta", rope.llama_4_scaling_beta),
+                ] {
+                    if let Some(v) = v {
+                        ensure!(
+                            v.is_finite() && v.abs() <= 1e4,
+                            "field `rope_parameters.{name}` is {v}: not a usable number"
+                        );
+                    }
+                }
             }
             other => bail!(
                 "field `rope_parameters.rope_type`: \"{other}\" is not supported (expected \"default\" or \"yarn\")"
             ),
         }
+        let theta = self.rope_theta();
         ensure!(
-            self.rope_theta() > 1.0,
-            "field `rope_parameters.rope_theta` must be greater than 1"
+            theta.is_finite() && theta > 1.0 && theta <= 1e12,
+            "field `rope_parameters.rope_theta` is {theta}: expected a number above 1 (and finite)"
         );
         Ok(())
     }

@@ -4,6 +4,7 @@
 pub mod backbone;
 pub mod cache;
 pub mod config;
+pub mod load;
 pub mod lora;
 pub mod ops;
 pub mod proj;
@@ -15,13 +16,13 @@ pub mod tokenizer;
 
 use std::collections::BTreeSet;
 
-use anyhow::{Context, Result};
-use candle_core::{DType, Device};
-use candle_nn::VarBuilder;
+use anyhow::Result;
+use candle_core::Device;
 
 pub use backbone::Model;
 pub use cache::KvCache;
 pub use config::Config;
+pub use load::{compute_dtype, file_dtype, load, load_config, LoadOptions, LoadReport};
 pub use rows::{AttnRule, LogitSel, Row, RowBatch};
 pub use source::{ModelFiles, ModelSource};
 pub use tokenizer::{ChatMessage, TextTokenizer};
@@ -50,86 +51,6 @@ pub fn expected_tensors(cfg: &Config) -> BTreeSet<String> {
         }
     }
     names
-}
-
-/// What loading found besides the model itself.
-#[derive(Debug, Clone, Default)]
-pub struct LoadReport {
-    pub tensors: usize,
-    /// Dtypes found in the weight files (e.g. "BF16").
-    pub file_dtypes: Vec<String>,
-    /// Tensors in the files that the architecture does not use.
-    pub unexpected: Vec<String>,
-    pub lora: bool,
-}
-
-/// Options for [`load`].
-#[derive(Debug, Clone, Copy)]
-pub struct LoadOptions {
-    /// Attach `linear_spec_lora/` when the checkpoint has one.
-    pub lora: bool,
-    /// Compute dtype; CPU computes in f32 whatever the file stores.
-    pub dtype: DType,
-}
-
-impl Default for LoadOptions {
-    fn default() -> Self {
-        Self {
-            lora: true,
-            dtype: DType::F32,
-        }
-    }
-}
-
-/// Loads config and weights (and the LoRA) onto `device`. Errors name the file and the
-/// tensor or field at fault.
-pub fn load(files: &ModelFiles, device: &Device, opts: LoadOptions) -> Result<(Model, LoadReport)> {
-    let cfg = Config::from_file(&files.config)?;
-    let shown = files
-        .weights
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect::<Vec<_>>()
-        .join(", ");
-    for p in &files.weights {
-        std::fs::metadata(p).with_context(|| format!("cannot open weights {}", p.display()))?;
-    }
-    // SAFETY: the files are mapped read-only and not modified while mapped.
-    let st = unsafe { candle_core::safetensors::MmapedSafetensors::multi(&files.weights) }
-        .with_context(|| format!("cannot read weights {shown} (not a valid safetensors file?)"))?;
-    let expected = expected_tensors(&cfg);
-    let mut dtypes = BTreeSet::new();
-    let mut unexpected = Vec::new();
-    let found = st.tensors();
-    for (name, view) in &found {
-        dtypes.insert(format!("{:?}", view.dtype()));
-        if !expected.contains(name) {
-            unexpected.push(name.clone());
-        }
-    }
-    let report = LoadReport {
-        tensors: found.len(),
-        file_dtypes: dtypes.into_iter().collect(),
-        unexpected,
-        lora: false,
-    };
-    drop(found);
-    let vb = VarBuilder::from_backend(Box::new(st), opts.dtype, device.clone());
-    let mut model = Model::new(&cfg, vb)
-        .and_then(Model::for_inference)
-        .with_context(|| {
-            format!(
-                "weights {shown} do not match config {}",
-                files.config.display()
-            )
-        })?;
-    let mut report = report;
-    if let (true, Some(dir)) = (opts.lora, &files.lora_dir) {
-        let lora = lora::DraftLora::load(dir, &cfg, opts.dtype, device)?;
-        model = model.with_lora(lora);
-        report.lora = true;
-    }
-    Ok((model, report))
 }
 
 /// The tokenizer of a checkpoint, with BOS taken from config.json when needed.

@@ -1,5 +1,6 @@
 //! Where a checkpoint comes from: the bundled model, a local directory or a hub id.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -27,6 +28,9 @@ pub struct ModelFiles {
     pub generation_config: Option<PathBuf>,
     /// `linear_spec_lora/` holding `adapter_config.json` and `adapter_model.safetensors`.
     pub lora_dir: Option<PathBuf>,
+    /// `model.safetensors.index.json` and its map from tensor to shard, when sharded:
+    /// each tensor is read from the shard the index names.
+    pub index: Option<(PathBuf, BTreeMap<String, PathBuf>)>,
 }
 
 /// How `--model` was given.
@@ -85,23 +89,51 @@ fn existing(p: PathBuf) -> Option<PathBuf> {
     p.is_file().then_some(p)
 }
 
-/// Shard names listed by `model.safetensors.index.json`, in order, without repeats.
-fn shards_from_index(index: &Path) -> Result<Vec<String>> {
-    let text = std::fs::read_to_string(index)
-        .with_context(|| format!("cannot read {}", index.display()))?;
+/// `model.safetensors.index.json`: its `weight_map` (tensor → shard file name),
+/// checked: a non-empty object of plain file names in the checkpoint's directory.
+pub fn read_index(index: &Path) -> Result<BTreeMap<String, String>> {
+    let text = crate::read_bounded(index, 64 << 20)?;
     let v: serde_json::Value = serde_json::from_str(&text)
         .with_context(|| format!("invalid JSON in {}", index.display()))?;
     let map = v
         .get("weight_map")
-        .and_then(|m| m.as_object())
-        .with_context(|| format!("{}: field `weight_map` is missing", index.display()))?;
+        .with_context(|| format!("{}: field `weight_map` is missing", index.display()))?
+        .as_object()
+        .with_context(|| format!("{}: field `weight_map` is not an object", index.display()))?;
+    if map.is_empty() {
+        bail!("{}: field `weight_map` is empty", index.display());
+    }
+    let mut out = BTreeMap::new();
+    for (tensor, file) in map {
+        let file = file.as_str().with_context(|| {
+            format!(
+                "{}: `weight_map` entry `{tensor}` is not a file name",
+                index.display()
+            )
+        })?;
+        let plain = Path::new(file)
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)));
+        if !plain || file.is_empty() {
+            bail!(
+                "{}: `weight_map` entry `{tensor}` names `{file}`, not a file in the checkpoint's directory",
+                index.display()
+            );
+        }
+        out.insert(tensor.clone(), file.to_string());
+    }
+    Ok(out)
+}
+
+/// Shard names in first-seen order.
+fn shards_of(map: &BTreeMap<String, String>) -> Vec<String> {
     let mut shards: Vec<String> = Vec::new();
-    for file in map.values().filter_map(|f| f.as_str()) {
+    for file in map.values() {
         if !shards.iter().any(|s| s == file) {
-            shards.push(file.to_string());
+            shards.push(file.clone());
         }
     }
-    Ok(shards)
+    shards
 }
 
 fn local_files(dir: &Path, label: String) -> Result<ModelFiles> {
@@ -114,13 +146,13 @@ fn local_files(dir: &Path, label: String) -> Result<ModelFiles> {
     }
     let single = dir.join("model.safetensors");
     let index = dir.join("model.safetensors.index.json");
-    let weights = if single.is_file() {
-        vec![single]
+    let (weights, routed) = if single.is_file() {
+        (vec![single], None)
     } else if index.is_file() {
-        shards_from_index(&index)?
-            .into_iter()
-            .map(|s| dir.join(s))
-            .collect()
+        let map = read_index(&index)?;
+        let weights = shards_of(&map).into_iter().map(|s| dir.join(s)).collect();
+        let routes = map.into_iter().map(|(t, f)| (t, dir.join(f))).collect();
+        (weights, Some((index, routes)))
     } else {
         bail!(
             "{}: missing model.safetensors (or model.safetensors.index.json)",
@@ -138,6 +170,7 @@ fn local_files(dir: &Path, label: String) -> Result<ModelFiles> {
         chat_template: existing(dir.join("chat_template.jinja")),
         generation_config: existing(dir.join("generation_config.json")),
         lora_dir: lora.join("adapter_config.json").is_file().then_some(lora),
+        index: routed,
     })
 }
 
@@ -244,13 +277,21 @@ impl HubFetcher {
 fn hub_files(id: &str, revision: &str) -> Result<ModelFiles> {
     let f = HubFetcher::new(id, revision)?;
     let config = f.get("config.json")?;
-    let weights = match f.get("model.safetensors") {
-        Ok(p) => vec![p],
+    let (weights, routed) = match f.get("model.safetensors") {
+        Ok(p) => (vec![p], None),
         Err(single_err) => match f.optional("model.safetensors.index.json") {
-            Some(index) => shards_from_index(&index)?
-                .iter()
-                .map(|s| f.get(s))
-                .collect::<Result<Vec<_>>>()?,
+            Some(index) => {
+                let map = read_index(&index)?;
+                let mut paths = BTreeMap::new();
+                for shard in shards_of(&map) {
+                    paths.insert(shard.clone(), f.get(&shard)?);
+                }
+                let routes = map
+                    .into_iter()
+                    .map(|(t, s)| (t, paths[&s].clone()))
+                    .collect();
+                (paths.into_values().collect(), Some((index, routes)))
+            }
             None => return Err(single_err),
         },
     };
@@ -277,6 +318,7 @@ fn hub_files(id: &str, revision: &str) -> Result<ModelFiles> {
         chat_template: f.optional("chat_template.jinja"),
         generation_config: f.optional("generation_config.json"),
         lora_dir,
+        index: routed,
     })
 }
 

@@ -318,5 +318,5 @@ pub fn build_model(spec: &Spec, device: &candle_core::Device) -> Result<super::M
     let cfg: super::Config = serde_json::from_value(spec.config_json())?;
     let weights = random_weights(spec)?;
     let vb = candle_nn::VarBuilder::from_tensors(weights, DType::F32, device);
-    super::Model::new(&cfg, vb)?.for_inference()
+    super::Model::new(&cfg, vb)?.for_inference(true)
 }

@@ -30,6 +30,8 @@ impl ChatMessage {
 pub struct TextTokenizer {
     inner: Arc<tokenizers::Tokenizer>,
     template: Option<Arc<str>>,
+    /// Where the template came from (for messages).
+    template_name: Arc<str>,
     bos_token: Option<String>,
     eos_token: Option<String>,
     bos_id: Option<u32>,
@@ -56,19 +58,39 @@ impl TextTokenizer {
             Some(p) => Some(read_json(p)?),
             None => None,
         };
-        let template = match &files.chat_template {
-            Some(p) => Some(
-                std::fs::read_to_string(p)
-                    .with_context(|| format!("cannot read chat template {}", p.display()))?,
+        let (template, template_name) = match &files.chat_template {
+            Some(p) => (
+                Some(
+                    crate::read_bounded(p, 1 << 20)
+                        .with_context(|| format!("cannot read chat template {}", p.display()))?,
+                ),
+                p.display().to_string(),
             ),
-            None => tcfg
-                .as_ref()
-                .and_then(|c| template_from_config(c.get("chat_template"))),
+            None => (
+                tcfg.as_ref()
+                    .and_then(|c| template_from_config(c.get("chat_template"))),
+                files
+                    .tokenizer_config
+                    .as_ref()
+                    .map_or("chat template".into(), |p| {
+                        format!("the chat_template of {}", p.display())
+                    }),
+            ),
         };
         let mut bos_token = token_string(tcfg.as_ref().and_then(|c| c.get("bos_token")));
         let eos_token = token_string(tcfg.as_ref().and_then(|c| c.get("eos_token")));
         let bos_id = match &bos_token {
-            Some(t) => inner.token_to_id(t).or(bos_id),
+            Some(t) => match inner.token_to_id(t) {
+                Some(id) => Some(id),
+                None => bail!(
+                    "{}: bos_token `{t}` is not a token of {}",
+                    files
+                        .tokenizer_config
+                        .as_ref()
+                        .map_or("tokenizer_config.json".into(), |p| p.display().to_string()),
+                    files.tokenizer.display()
+                ),
+            },
             None => bos_id,
         };
         if bos_token.is_none() {
@@ -77,6 +99,7 @@ impl TextTokenizer {
         Ok(Self {
             inner: Arc::new(inner),
             template: template.map(Arc::from),
+            template_name: Arc::from(template_name),
             bos_token,
             eos_token,
             bos_id,
@@ -115,6 +138,19 @@ impl TextTokenizer {
             self.bos_token.as_deref().unwrap_or_default(),
             self.eos_token.as_deref().unwrap_or_default(),
         )
+        .with_context(|| format!("chat template {}", self.template_name))
+    }
+
+    /// Says what goes wrong when the model can emit ids this tokenizer cannot decode.
+    pub fn vocab_warning(&self, cfg: &super::Config) -> Option<String> {
+        let n = self.vocab_size();
+        (cfg.vocab_size > n).then(|| {
+            format!(
+                "the tokenizer has {n} tokens but the model's vocab_size is {}: ids {n} to {} decode to nothing (shown as ⟨id⟩ on the screen)",
+                cfg.vocab_size,
+                cfg.vocab_size - 1
+            )
+        })
     }
 
     /// Token ids of a chat, starting with exactly one BOS.
@@ -163,6 +199,32 @@ impl TextTokenizer {
     }
 }
 
+/// Steps a chat template may take (a real one takes a few thousand per message).
+const TEMPLATE_FUEL: u64 = 5_000_000;
+/// Text a chat template may write.
+const TEMPLATE_OUTPUT: usize = 4 << 20;
+
+/// A writer that refuses to grow past `TEMPLATE_OUTPUT`.
+#[derive(Default)]
+struct Bounded {
+    out: Vec<u8>,
+    overflow: bool,
+}
+
+impl std::io::Write for &mut Bounded {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.out.len() + buf.len() > TEMPLATE_OUTPUT {
+            self.overflow = true;
+            return Err(std::io::Error::other("template output too large"));
+        }
+        self.out.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// Renders a HF chat template with minijinja (HF's trim/lstrip settings, Python string
 /// methods, `raise_exception`), generation prompt on.
 pub fn render_template(
@@ -186,24 +248,41 @@ pub fn render_template(
             ))
         },
     );
+    // Bounded: a template that loops for ever, or writes megabytes, is an error.
+    env.set_fuel(Some(TEMPLATE_FUEL));
     env.add_template("chat", src)
         .map_err(|e| anyhow!("{e:#}"))
         .context("invalid chat template")?;
     let tmpl = env.get_template("chat").map_err(|e| anyhow!("{e}"))?;
-    tmpl.render(minijinja::context! {
-        messages => messages,
-        add_generation_prompt => true,
-        enable_thinking => enable_thinking,
-        bos_token => bos_token,
-        eos_token => eos_token,
-    })
-    .map_err(|e| anyhow!("{e:#}"))
+    let mut out = Bounded::default();
+    let r = tmpl.render_captured_to(
+        minijinja::context! {
+            messages => messages,
+            add_generation_prompt => true,
+            enable_thinking => enable_thinking,
+            bos_token => bos_token,
+            eos_token => eos_token,
+        },
+        &mut out,
+    );
+    match r {
+        Ok(_) => {
+            String::from_utf8(out.out).map_err(|_| anyhow!("the template wrote invalid UTF-8"))
+        }
+        Err(_) if out.overflow => Err(anyhow!(
+            "the template wrote more than {} KiB",
+            TEMPLATE_OUTPUT / 1024
+        )),
+        Err(e) if e.kind() == minijinja::ErrorKind::OutOfFuel => Err(anyhow!(
+            "the template ran too long (more than {TEMPLATE_FUEL} steps)"
+        )),
+        Err(e) => Err(anyhow!("{e:#}")),
+    }
     .context("cannot render the chat template")
 }
 
 fn read_json(p: &Path) -> Result<serde_json::Value> {
-    let text =
-        std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?;
+    let text = crate::read_bounded(p, 16 << 20)?;
     serde_json::from_str(&text).with_context(|| format!("invalid JSON in {}", p.display()))
 }
 

@@ -6,6 +6,7 @@
 
 pub mod reader;
 pub mod summary;
+pub mod validate;
 pub mod writer;
 
 use serde::{Deserialize, Serialize};

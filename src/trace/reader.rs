@@ -49,6 +49,7 @@ pub fn parse_trace(bytes: &[u8], name: &str) -> Result<Trace> {
         bail!("{name}: empty file, not a specscope recording");
     }
     let header = parse_header(lines[0], name)?;
+    super::validate::header(&header).map_err(|e| anyhow!("{name}:1: {e:#}"))?;
     let mut events = Vec::new();
     let mut warnings = Vec::new();
     for (i, raw) in lines.iter().enumerate().take(n_lines).skip(1) {
@@ -74,7 +75,7 @@ pub fn parse_trace(bytes: &[u8], name: &str) -> Result<Trace> {
             }
             Err(e) => bail!("{name}:{lineno}: bad JSON: {e}"),
         };
-        match parse_event(value).with_context(|| format!("{name}:{lineno}"))? {
+        match parse_event(value, n_lines).with_context(|| format!("{name}:{lineno}"))? {
             Parsed::Event(s) => events.push(s),
             Parsed::Unknown(kind) => warnings.push(format!(
                 "{name}:{lineno}: unknown event kind `{kind}` skipped"
@@ -127,7 +128,7 @@ enum Parsed {
     Unknown(String),
 }
 
-fn parse_event(mut value: Value) -> Result<Parsed> {
+fn parse_event(mut value: Value, lines: usize) -> Result<Parsed> {
     let obj = value
         .as_object_mut()
         .ok_or_else(|| anyhow!("an event must be a JSON object"))?;
@@ -149,15 +150,15 @@ fn parse_event(mut value: Value) -> Result<Parsed> {
     // and only the text deserializer turns them back into numbers.
     let text = value.to_string();
     let event = if SESSION_KINDS.contains(&kind.as_str()) {
-        TraceEvent::Session(
-            serde_json::from_str::<SessionEvent>(&text)
-                .with_context(|| format!("bad `{kind}` event"))?,
-        )
+        let e = serde_json::from_str::<SessionEvent>(&text)
+            .with_context(|| format!("bad `{kind}` event"))?;
+        super::validate::session(&e, lines).with_context(|| format!("bad `{kind}` event"))?;
+        TraceEvent::Session(e)
     } else if DecodeEvent::KINDS.contains(&kind.as_str()) {
-        TraceEvent::Decode(
-            serde_json::from_str::<DecodeEvent>(&text)
-                .with_context(|| format!("bad `{kind}` event"))?,
-        )
+        let e = serde_json::from_str::<DecodeEvent>(&text)
+            .with_context(|| format!("bad `{kind}` event"))?;
+        super::validate::event(&e, lines).with_context(|| format!("bad `{kind}` event"))?;
+        TraceEvent::Decode(e)
     } else {
         return Ok(Parsed::Unknown(kind));
     };

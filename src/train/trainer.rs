@@ -374,11 +374,9 @@ pub fn train(
     if state.step > 0 {
         match opt.load(&opt_path, state.step) {
             Ok(()) => {}
-            Err(e) => {
-                note(&format!(
-                    "warning: {e:#}; resuming with fresh optimizer moments"
-                ))
-            }
+            Err(e) => note(&format!(
+                "warning: {e:#}; resuming with fresh optimizer moments"
+            )),
         }
     }
     state.command = command.to_string();

@@ -12,6 +12,8 @@ use super::action::Action;
 use super::config::{line_of, line_of_key};
 
 const DEFAULT: &str = include_str!("default_keymap.toml");
+/// Largest keymap or theme file read (they are a few KiB).
+pub const CONFIG_MAX: u64 = 256 * 1024;
 
 /// A key with modifiers, in the canonical form the keymap uses (`ctrl-c`, `alt-left`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -64,24 +66,31 @@ impl Keymap {
             return (km, Vec::new());
         }
         let name = path.display().to_string();
-        let text = match std::fs::read_to_string(path) {
+        let text = match crate::read_bounded(path, CONFIG_MAX) {
             Ok(t) => t,
-            Err(e) => {
-                return (
-                    km,
-                    vec![format!(
-                        "{name}: cannot read ({e}); using the built-in keys"
-                    )],
-                )
-            }
+            Err(e) => return (km, vec![format!("{e:#}; using the built-in keys")]),
         };
         match parse(&text, &name) {
             Ok(entries) => {
+                let builtin = km.clone();
                 for (k, a) in entries {
                     match a {
                         Some(a) => km.map.insert(k, a),
                         None => km.map.remove(&k),
                     };
+                }
+                // A keymap with no way out would trap the user in the screen.
+                if km.keys_for(Action::Quit).is_empty() {
+                    let warning = format!(
+                        "{name}: no key quits with this keymap; keeping the built-in {}",
+                        builtin.hint(Action::Quit)
+                    );
+                    for (k, a) in &builtin.map {
+                        if *a == Action::Quit {
+                            km.map.insert(k.clone(), Action::Quit);
+                        }
+                    }
+                    return (km, vec![warning]);
                 }
                 (km, Vec::new())
             }

@@ -222,9 +222,9 @@ impl Theme {
             };
         };
         let label = path.display().to_string();
-        let text = match std::fs::read_to_string(&path) {
+        let text = match crate::read_bounded(&path, super::keymap::CONFIG_MAX) {
             Ok(t) => t,
-            Err(e) => return (fallback(), vec![format!("{label}: cannot read ({e})")]),
+            Err(e) => return (fallback(), vec![format!("{e:#}; using the built-in theme")]),
         };
         match load_user(&text, &label, name) {
             Ok(t) => (t, Vec::new()),

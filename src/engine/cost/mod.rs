@@ -58,26 +58,78 @@ impl CostModel {
     /// Least-squares fit of the relative error to profile points (negative coefficients
     /// are clamped to 0). Relative, so that a 2 ms forward is fitted as closely as a
     /// 200 ms one: the decisions at low concurrency compare small forwards.
+    ///
+    /// Only the terms the points can tell apart are fitted: with one row count the
+    /// per-row cost goes into the fixed cost, with one token count the per-token cost
+    /// into the per-row cost, with one cache length the context term into the
+    /// per-token cost; `notes` says which.
     pub fn fit(profile: &Profile, source: &str) -> Result<Self> {
+        Ok(Self::fit_noting(profile, source)?.0)
+    }
+
+    /// [`fit`] and what it could not separate.
+    pub fn fit_noting(profile: &Profile, source: &str) -> Result<(Self, Vec<String>)> {
+        let pts = &profile.points;
+        ensure!(!pts.is_empty(), "a cost profile needs at least one point");
+        for p in pts {
+            ensure!(
+                p.median_ms.is_finite() && p.median_ms > 0.0 && p.rows > 0 && p.tokens > 0,
+                "a profile point ({} rows × {} tokens after {}) has no usable time ({} ms)",
+                p.rows,
+                p.tokens,
+                p.cache_len,
+                p.median_ms
+            );
+        }
+        let varies = |f: &dyn Fn(&ProfilePoint) -> usize| pts.iter().any(|p| f(p) != f(&pts[0]));
+        // Terms: fixed, per row, per row·token, per row·token·cache.
+        let used = [
+            true,
+            varies(&|p| p.rows),
+            varies(&|p| p.tokens),
+            varies(&|p| p.cache_len),
+        ];
+        let mut notes = Vec::new();
+        for (u, what) in used.iter().zip([
+            "",
+            "one row count: the per-row cost is folded into the fixed cost",
+            "one token count: the per-token cost is folded into the per-row cost",
+            "one cache length: the context's cost is folded into the per-token cost",
+        ]) {
+            if !u {
+                notes.push(what.to_string());
+            }
+        }
+        let idx: Vec<usize> = (0..4).filter(|&i| used[i]).collect();
+        let k = idx.len();
         ensure!(
-            profile.points.len() >= 4,
-            "a cost profile needs at least 4 points"
+            pts.len() >= k,
+            "the cost profile has {} points; separating {k} terms needs at least {k}",
+            pts.len()
         );
-        let mut ata = [[0f64; 4]; 4];
-        let mut atb = [0f64; 4];
-        for p in &profile.points {
+        let mut ata = vec![vec![0f64; k]; k];
+        let mut atb = vec![0f64; k];
+        for p in pts {
             let (r, t, c) = (p.rows as f64, p.tokens as f64, p.cache_len as f64);
-            let x = [1.0, r, r * t, r * t * c];
+            let full = [1.0, r, r * t, r * t * c];
+            // A term left out is carried by the one before it (its value is constant).
+            let x: Vec<f64> = idx.iter().map(|&i| full[i]).collect();
             let w = 1.0 / (p.median_ms * p.median_ms).max(1e-12);
-            for i in 0..4 {
-                for j in 0..4 {
+            for i in 0..k {
+                for j in 0..k {
                     ata[i][j] += w * x[i] * x[j];
                 }
                 atb[i] += w * x[i] * p.median_ms;
             }
         }
-        let w = solve(ata, atb).context("the cost profile's points do not determine a model")?;
-        Ok(Self {
+        let sol = solve_vec(ata, atb).context(
+            "the cost profile's points do not separate the terms of the cost model (it needs rows, tokens and cache lengths that vary independently)",
+        )?;
+        let mut w = [0f64; 4];
+        for (j, &i) in idx.iter().enumerate() {
+            w[i] = sol[j];
+        }
+        let m = Self {
             fixed_ms: w[0].max(0.0),
             per_row_ms: w[1].max(0.0),
             per_token_ms: w[2].max(0.0),
@@ -85,7 +137,8 @@ impl CostModel {
             per_draft_token_ms: 0.0,
             per_round_ms: 0.0,
             source: source.to_string(),
-        })
+        };
+        Ok((m, notes))
     }
 
     /// A model of nothing but its source (tests build on it).
@@ -237,6 +290,30 @@ pub fn default_path() -> Option<PathBuf> {
         .map(|d| d.config_dir().join("cost_profile.json"))
 }
 
+/// Gaussian elimination on a system of any size.
+fn solve_vec(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Option<Vec<f64>> {
+    let n = b.len();
+    for col in 0..n {
+        let piv = (col..n).max_by(|&i, &j| a[i][col].abs().total_cmp(&a[j][col].abs()))?;
+        if a[piv][col].abs() < 1e-12 * a[piv].iter().map(|x| x.abs()).fold(1e-300, f64::max) {
+            return None;
+        }
+        a.swap(col, piv);
+        b.swap(col, piv);
+        let pivot_row = a[col].clone();
+        for r in 0..n {
+            if r != col {
+                let f = a[r][col] / pivot_row[col];
+                for (x, p) in a[r].iter_mut().zip(pivot_row.iter()).skip(col) {
+                    *x -= f * p;
+                }
+                b[r] -= f * b[col];
+            }
+        }
+    }
+    Some((0..n).map(|i| b[i] / a[i][i]).collect())
+}
+
 /// Gaussian elimination with partial pivoting on an N×N system.
 pub(crate) fn solve<const N: usize>(mut a: [[f64; N]; N], mut b: [f64; N]) -> Option<[f64; N]> {
     for col in 0..N {
@@ -293,6 +370,32 @@ mod tests {
         .unwrap();
         assert!((m.fixed_ms - 1.5).abs() < 1e-6 && (m.per_row_ms - 0.7).abs() < 1e-6);
         assert!((m.forward_ms(2, 10, 500) - truth(2, 10, 500)).abs() < 1e-6);
+    }
+
+    #[test]
+    fn fit_with_one_row_count_folds_the_per_row_cost_and_says_so() {
+        let truth = |t: usize, c: usize| 1.5 + 0.7 + 0.2 * t as f64 + 1e-4 * (t * c) as f64;
+        let mut points = Vec::new();
+        for c in [256, 1024] {
+            for t in [1, 4, 8, 16, 32] {
+                points.push(ProfilePoint {
+                    cache_len: c,
+                    rows: 1,
+                    tokens: t,
+                    median_ms: truth(t, c),
+                    min_ms: 0.0,
+                });
+            }
+        }
+        let profile = Profile {
+            model: "t".into(),
+            points,
+        };
+        let (m, notes) = CostModel::fit_noting(&profile, "test").unwrap();
+        assert_eq!(notes.len(), 1);
+        assert!(notes[0].contains("one row count"), "{notes:?}");
+        assert!((m.forward_ms(1, 10, 500) - truth(10, 500)).abs() < 1e-6);
+        assert_eq!(m.per_row_ms, 0.0);
     }
 
     #[test]

@@ -9,9 +9,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 mod stats;
 
-pub use stats::{
-    add_hist, count_in, hist_mean, keyed, ratio, RequestStats, RoundTally, Tally,
-};
+pub use stats::{add_hist, count_in, hist_mean, keyed, ratio, RequestStats, RoundTally, Tally};
 
 /// Version of the event schema (recordings carry it in their header).
 pub const EVENT_VERSION: u32 = 2;

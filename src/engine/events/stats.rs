@@ -227,4 +227,3 @@ pub mod keyed {
             .collect()
     }
 }
-

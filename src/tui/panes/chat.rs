@@ -9,10 +9,10 @@ use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 use unicode_width::UnicodeWidthChar;
 
+use super::pane;
 use crate::engine::events::Origin;
 use crate::tui::action::Action;
 use crate::tui::keymap::Keymap;
-use super::pane;
 use crate::tui::state::{Role, State, Turn, TurnStatus};
 use crate::tui::theme::Theme;
 

@@ -8,8 +8,8 @@ use ratatui::widgets::{Paragraph, Wrap};
 use ratatui::Frame;
 
 use super::history::speed_words;
-use crate::tui::keymap::Keymap;
 use super::pane;
+use crate::tui::keymap::Keymap;
 use crate::tui::state::{Level, State};
 use crate::tui::theme::Theme;
 

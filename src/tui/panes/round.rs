@@ -10,12 +10,12 @@ use ratatui::Frame;
 use unicode_width::UnicodeWidthStr;
 
 use super::chat::wrap;
+use super::pane;
 use super::visible_token;
 use crate::engine::events::{PosView, Rule};
 use crate::engine::overlap::{BranchKind, BranchOutcome};
 use crate::tui::action::Action;
 use crate::tui::keymap::Keymap;
-use super::pane;
 use crate::tui::state::{RoundView, State};
 use crate::tui::theme::Theme;
 

@@ -1,0 +1,324 @@
+//! Every number a recording holds, checked against what its event and the file allow
+//! before anything counts or sizes with it: a block is at most `MAX_BLOCK` tokens and
+//! a verdict accepts fewer than its block, positions lie inside their block, a
+//! request's rounds are at most the file's lines, times are finite. The reader calls
+//! these per line and reports the line.
+
+use anyhow::{bail, ensure, Result};
+
+use super::summary::Summary;
+use super::{SessionEvent, TraceHeader};
+use crate::engine::events::{BlockDecision, BranchOutcome, DecodeEvent, PosView, Tally};
+use crate::engine::options::MAX_BLOCK;
+
+/// Longest prompt or answer a recording may state (the largest context there is).
+const MAX_TOKENS: usize = 1 << 24;
+/// Slowest forward believable, in ms (a day).
+const MAX_MS: f64 = 86_400_000.0;
+/// Most candidates, branches and ids per entry.
+const MAX_LIST: usize = 64;
+
+fn finite(what: &str, x: f64) -> Result<()> {
+    ensure!(x.is_finite(), "`{what}` is {x}: not a finite number");
+    Ok(())
+}
+
+fn ms(what: &str, x: f64) -> Result<()> {
+    ensure!(
+        x.is_finite() && (0.0..=MAX_MS).contains(&x),
+        "`{what}` is {x}: not a time in milliseconds"
+    );
+    Ok(())
+}
+
+fn at_most(what: &str, x: usize, max: usize) -> Result<()> {
+    ensure!(
+        x <= max,
+        "`{what}` is {x}: more than {max} is impossible here"
+    );
+    Ok(())
+}
+
+fn block_len(what: &str, n: usize) -> Result<()> {
+    ensure!(
+        (1..=MAX_BLOCK).contains(&n),
+        "`{what}` holds {n} positions: a block has 1 to {MAX_BLOCK}"
+    );
+    Ok(())
+}
+
+fn views(what: &str, v: &[PosView], positions: usize) -> Result<()> {
+    at_most(what, v.len(), positions)?;
+    for p in v {
+        at_most(&format!("{what}.top"), p.top.len(), MAX_LIST)?;
+        for x in [p.margin, p.confidence, p.entropy] {
+            finite(what, x as f64)?;
+        }
+        for (_, prob) in &p.top {
+            ensure!(
+                prob.is_finite() && (0.0..=1.001).contains(prob),
+                "`{what}.top` holds the probability {prob}"
+            );
+        }
+    }
+    Ok(())
+}
+
+fn decision(d: &BlockDecision) -> Result<()> {
+    at_most("reason.candidates", d.candidates.len(), MAX_LIST)?;
+    for c in &d.candidates {
+        block_len("reason.candidates.block", c.block)?;
+        finite("reason.candidates.value", c.value)?;
+        finite("reason.candidates.cost_ms", c.cost_ms)?;
+    }
+    for (what, x) in [
+        ("reason.signal", d.signal.map(f64::from)),
+        ("reason.rate", d.rate),
+        ("reason.ar_rate", d.ar_rate),
+        ("reason.measured.draft", d.measured.and_then(|m| m.draft)),
+        ("reason.measured.ar", d.measured.and_then(|m| m.ar)),
+    ] {
+        if let Some(x) = x {
+            finite(what, x)?;
+        }
+    }
+    Ok(())
+}
+
+/// A tally's counts against one another and the file's size (`lines`).
+pub fn tally(t: &Tally, lines: usize) -> Result<()> {
+    at_most("rounds", t.rounds, lines)?;
+    at_most("accept_hist", t.accept_hist.len(), MAX_BLOCK + 1)?;
+    let hist: usize = t
+        .accept_hist
+        .iter()
+        .try_fold(0usize, |a, &n| a.checked_add(n))
+        .unwrap_or(usize::MAX);
+    ensure!(
+        hist == t.rounds,
+        "`accept_hist` counts {hist} rounds, `rounds` says {}",
+        t.rounds
+    );
+    let mut in_blocks = 0usize;
+    for (&b, &n) in &t.blocks {
+        block_len("blocks", b)?;
+        in_blocks = in_blocks.saturating_add(n);
+    }
+    ensure!(
+        in_blocks == t.rounds,
+        "`blocks` counts {in_blocks} rounds, `rounds` says {}",
+        t.rounds
+    );
+    let per_round = t.rounds.saturating_mul(MAX_BLOCK).saturating_add(1);
+    at_most("new_tokens", t.new_tokens, per_round)?;
+    at_most("decode_tokens", t.decode_tokens, t.new_tokens)?;
+    for (what, n) in [
+        ("draft_forwards", t.draft_forwards),
+        ("saved_drafts", t.saved_drafts),
+        (
+            "verify_forwards + fused_forwards",
+            t.verify_forwards.saturating_add(t.fused_forwards),
+        ),
+    ] {
+        at_most(what, n, t.rounds)?;
+    }
+    at_most("rows", t.rows, t.rounds.saturating_mul(8))?;
+    at_most(
+        "query_tokens",
+        t.query_tokens,
+        t.rounds.saturating_mul(8 * MAX_BLOCK),
+    )?;
+    for (k, c) in &t.branches {
+        at_most(
+            &format!("branches.{k}.built"),
+            c.built,
+            t.rounds.saturating_mul(3),
+        )?;
+        at_most(&format!("branches.{k}.hits"), c.hits, c.built)?;
+    }
+    Ok(())
+}
+
+/// One engine event of a file of `lines` lines.
+pub fn event(e: &DecodeEvent, lines: usize) -> Result<()> {
+    match e {
+        DecodeEvent::RequestStarted {
+            prompt_tokens,
+            max_new_tokens,
+            blocks,
+            ..
+        } => {
+            at_most("prompt_tokens", *prompt_tokens, MAX_TOKENS)?;
+            at_most("max_new_tokens", *max_new_tokens, MAX_TOKENS)?;
+            let sizes = match blocks {
+                crate::engine::events::Blocks::Fixed(b) => vec![*b],
+                crate::engine::events::Blocks::Adaptive(s) => s.clone(),
+            };
+            at_most("blocks", sizes.len(), MAX_LIST)?;
+            for b in sizes {
+                block_len("blocks", b)?;
+            }
+        }
+        DecodeEvent::Prefilled {
+            prompt_tokens,
+            ms: t,
+            ..
+        } => {
+            at_most("prompt_tokens", *prompt_tokens, MAX_TOKENS)?;
+            ms("ms", *t)?;
+        }
+        DecodeEvent::BlockChosen {
+            block,
+            round,
+            reason,
+            ..
+        } => {
+            block_len("block", *block)?;
+            at_most("round", *round, lines)?;
+            decision(reason)?;
+        }
+        DecodeEvent::Drafted {
+            block,
+            margins,
+            risky,
+            detail,
+            round,
+            ..
+        } => {
+            block_len("block", block.len())?;
+            at_most("round", *round, lines)?;
+            ensure!(
+                margins.len() < block.len(),
+                "`margins` has {} entries for a block of {}",
+                margins.len(),
+                block.len()
+            );
+            for r in risky {
+                ensure!(
+                    (1..block.len()).contains(r),
+                    "`risky` names position {r}, outside the block of {}",
+                    block.len()
+                );
+            }
+            views("detail", detail, block.len())?;
+        }
+        DecodeEvent::BranchesBuilt {
+            branches, round, ..
+        } => {
+            at_most("round", *round, lines)?;
+            at_most("branches", branches.len(), 8)?;
+            for b in branches {
+                at_most("branches.at", b.at, MAX_BLOCK)?;
+                at_most("branches.tokens", b.tokens, 2 * MAX_BLOCK)?;
+                at_most("branches.block", b.block.len(), MAX_BLOCK)?;
+            }
+        }
+        DecodeEvent::Verified {
+            accepted,
+            first_reject,
+            verifier_tokens,
+            detail,
+            round,
+            ..
+        } => {
+            let n = verifier_tokens.len();
+            block_len("verifier_tokens", n)?;
+            at_most("round", *round, lines)?;
+            ensure!(
+                *accepted < n,
+                "`accepted` is {accepted}, but the block has {n} positions (at most {} drafts)",
+                n - 1
+            );
+            let want = (*accepted + 1 < n).then_some(*accepted + 1);
+            if *first_reject != want {
+                bail!(
+                    "`first_reject` is {first_reject:?} but {accepted} accepted of {} drafts means {want:?}",
+                    n - 1
+                );
+            }
+            views("detail", detail, n)?;
+        }
+        DecodeEvent::BranchResolved { outcome, round, .. } => {
+            at_most("round", *round, lines)?;
+            if let BranchOutcome::Hit { index, .. } = outcome {
+                at_most("outcome.index", *index, 7)?;
+            }
+        }
+        DecodeEvent::Committed {
+            tokens,
+            origins,
+            round,
+            ..
+        } => {
+            at_most("round", *round, lines)?;
+            at_most("tokens", tokens.len(), MAX_BLOCK)?;
+            ensure!(
+                origins.len() == tokens.len(),
+                "`origins` has {} entries for {} tokens",
+                origins.len(),
+                tokens.len()
+            );
+        }
+        DecodeEvent::Forward {
+            rows,
+            query_tokens,
+            requests,
+            ms: t,
+            ..
+        } => {
+            ms("ms", *t)?;
+            at_most("requests", *requests, lines)?;
+            at_most("rows", *rows, requests.saturating_mul(8).max(8))?;
+            at_most("query_tokens", *query_tokens, MAX_TOKENS.saturating_mul(8))?;
+        }
+        DecodeEvent::RequestFinished { stats, .. } => {
+            at_most("stats.prompt_tokens", stats.prompt_tokens, MAX_TOKENS)?;
+            tally(&stats.tally, lines)?;
+            for (what, s) in [
+                ("stats.prefill_secs", stats.prefill_secs),
+                ("stats.decode_secs", stats.decode_secs),
+            ] {
+                ms(what, s * 1e3)?;
+            }
+        }
+        DecodeEvent::EngineState { .. } | DecodeEvent::Error { .. } => {}
+    }
+    Ok(())
+}
+
+/// A summary's numbers against one another and the file.
+pub fn summary(s: &Summary, lines: usize) -> Result<()> {
+    at_most("requests", s.requests, lines)?;
+    at_most("finished", s.finished, s.requests)?;
+    at_most("cancelled", s.cancelled, s.finished)?;
+    at_most("errors", s.errors, lines)?;
+    tally(&s.tally, lines)?;
+    ms("forwards.ms", s.forwards.ms)?;
+    at_most("forwards.decode", s.forwards.decode, lines)?;
+    at_most("forwards.prefill", s.forwards.prefill, lines)?;
+    for (fam, f) in &s.families {
+        at_most(&format!("families.{fam}.hist"), f.hist.len(), MAX_BLOCK + 1)?;
+        at_most(&format!("families.{fam}.rounds"), f.rounds, lines)?;
+    }
+    Ok(())
+}
+
+/// One session event.
+pub fn session(e: &SessionEvent, lines: usize) -> Result<()> {
+    match e {
+        SessionEvent::TokenText { tokens } => at_most("tokens", tokens.len(), 1 << 22),
+        SessionEvent::SessionEnd { summary: s } => summary(s, lines),
+        SessionEvent::UserMessage { .. } | SessionEvent::ChatCleared => Ok(()),
+    }
+}
+
+/// The header's options and numbers.
+pub fn header(h: &TraceHeader) -> Result<()> {
+    h.options.validate()?;
+    ensure!(
+        h.risk.threshold.is_finite() && (0.0..=1.0).contains(&h.risk.threshold),
+        "`risk.threshold` is {}: expected 0 to 1",
+        h.risk.threshold
+    );
+    Ok(())
+}

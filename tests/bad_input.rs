@@ -1,0 +1,400 @@
+//! Bad model directories: every case is a clear error naming the file and the field
+//! or tensor, or it loads and decodes; never a panic, a hang, an allocation in
+//! proportion to an absurd number, or a silent wrong answer. A mutation loop over the
+//! toy checkpoint's config.json generates cases (`SPECSCOPE_MUTATIONS` sets how many).
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use candle_core::{DType, Device, Tensor};
+use proptest::prelude::*;
+use specscope::engine::{generate_ar, NullSink, Scheduler, Submit};
+use specscope::model::synthetic::{self, Spec};
+use specscope::model::{self, ChatMessage, LoadOptions, ModelSource};
+
+fn files(dir: &Path) -> specscope::model::ModelFiles {
+    ModelSource::Local(dir.to_path_buf()).resolve().unwrap()
+}
+
+fn load_err(dir: &Path) -> String {
+    match model::load(&files(dir), &Device::Cpu, LoadOptions::default()) {
+        Ok(_) => panic!("{} loaded", dir.display()),
+        Err(e) => format!("{e:#}"),
+    }
+}
+
+fn edit_config(dir: &Path, f: impl FnOnce(&mut serde_json::Value)) {
+    let p = dir.join("config.json");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+    f(&mut v);
+    std::fs::write(p, v.to_string()).unwrap();
+}
+
+fn weights(dir: &Path) -> HashMap<String, Tensor> {
+    candle_core::safetensors::load(dir.join("model.safetensors"), &Device::Cpu).unwrap()
+}
+
+fn save(dir: &Path, name: &str, w: &HashMap<String, Tensor>) {
+    candle_core::safetensors::save(w, dir.join(name)).unwrap();
+}
+
+#[test]
+fn absurd_sizes_fail_fast_naming_the_field() {
+    for (field, value) in [
+        ("num_hidden_layers", serde_json::json!(1_000_000_000u64)),
+        ("num_hidden_layers", serde_json::json!(u64::MAX)),
+        ("num_attention_heads", serde_json::json!(1u64 << 58)),
+        ("vocab_size", serde_json::json!(1u64 << 40)),
+        ("max_position_embeddings", serde_json::json!(u64::MAX)),
+    ] {
+        let dir = common::checkpoint(&Spec::toy());
+        edit_config(dir.path(), |v| v[field] = value.clone());
+        let start = Instant::now();
+        let e = load_err(dir.path());
+        assert!(
+            e.contains(field) && e.contains("config.json"),
+            "{field}: {e}"
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "{field} took long"
+        );
+    }
+    // A layer count the weights do not hold.
+    let dir = common::checkpoint(&Spec::toy());
+    edit_config(dir.path(), |v| v["num_hidden_layers"] = 1.into());
+    let e = load_err(dir.path());
+    assert!(
+        e.contains("num_hidden_layers") && e.contains("2 layers"),
+        "{e}"
+    );
+    let dir = common::checkpoint(&Spec::toy());
+    edit_config(dir.path(), |v| v["num_hidden_layers"] = 5.into());
+    assert!(load_err(dir.path()).contains("num_hidden_layers"));
+}
+
+#[test]
+fn unusable_numbers_in_the_config_are_refused() {
+    for (name, edit) in [
+        (
+            "rms_norm_eps",
+            Box::new(|v: &mut serde_json::Value| v["rms_norm_eps"] = 1e300.into())
+                as Box<dyn Fn(&mut serde_json::Value)>,
+        ),
+        (
+            "original_max_position_embeddings",
+            Box::new(|v: &mut serde_json::Value| {
+                v["rope_parameters"] = serde_json::json!({"rope_type": "yarn", "rope_theta": 1e4,
+                    "original_max_position_embeddings": 0});
+            }),
+        ),
+        (
+            "sliding_window",
+            Box::new(|v: &mut serde_json::Value| v["sliding_window"] = 16.into()),
+        ),
+        (
+            "rope_theta",
+            Box::new(|v: &mut serde_json::Value| v["rope_parameters"]["rope_theta"] = 1e300.into()),
+        ),
+    ] {
+        let dir = common::checkpoint(&Spec::toy());
+        edit_config(dir.path(), |v| edit(v));
+        let e = load_err(dir.path());
+        assert!(e.contains(name), "{name}: {e}");
+    }
+}
+
+#[test]
+fn nan_weights_stop_the_request_with_an_error_not_token_0_forever() {
+    let dir = common::checkpoint(&Spec::toy());
+    let mut w = weights(dir.path());
+    let h = w["encoder.norm.weight"].dims1().unwrap();
+    w.insert(
+        "encoder.norm.weight".into(),
+        Tensor::from_vec(vec![f32::NAN; h], h, &Device::Cpu).unwrap(),
+    );
+    save(dir.path(), "model.safetensors", &w);
+    let (m, _) = model::load(&files(dir.path()), &Device::Cpu, LoadOptions::default()).unwrap();
+    let e = generate_ar(&m, &[1, 20, 21], 8, &[], |_| Ok(())).unwrap_err();
+    assert!(format!("{e:#}").contains("non-finite logits"), "{e:#}");
+    let mut sched = Scheduler::new(m, None);
+    sched
+        .submit(
+            Submit {
+                prompt: vec![1, 20, 21],
+                options: Default::default(),
+                family: None,
+            },
+            &mut NullSink,
+        )
+        .unwrap();
+    let e = sched.run_to_completion(&mut NullSink).unwrap_err();
+    assert!(format!("{e:#}").contains("non-finite logits"), "{e:#}");
+}
+
+#[test]
+fn weights_the_config_does_not_describe_are_errors() {
+    // Integer weights.
+    let dir = common::checkpoint(&Spec::toy());
+    let mut w = weights(dir.path());
+    let t = w["encoder.norm.weight"].to_dtype(DType::I64).unwrap();
+    w.insert("encoder.norm.weight".into(), t);
+    save(dir.path(), "model.safetensors", &w);
+    let e = load_err(dir.path());
+    assert!(
+        e.contains("encoder.norm.weight") && e.contains("I64"),
+        "{e}"
+    );
+    // A tensor the architecture does not use.
+    let dir = common::checkpoint(&Spec::toy());
+    let mut w = weights(dir.path());
+    w.insert(
+        "encoder.layers.0.extra.weight".into(),
+        Tensor::zeros(4, DType::F32, &Device::Cpu).unwrap(),
+    );
+    save(dir.path(), "model.safetensors", &w);
+    let e = load_err(dir.path());
+    assert!(e.contains("encoder.layers.0.extra.weight"), "{e}");
+    // A wrong shape names the tensor.
+    let dir = common::checkpoint(&Spec::toy());
+    edit_config(dir.path(), |v| v["intermediate_size"] = 96.into());
+    assert!(load_err(dir.path()).contains("mlp"));
+}
+
+/// Writes the toy checkpoint as two shards with an index; `dup`: the embedding is in
+/// both shards, the second one's zeroed.
+fn sharded(dup: bool) -> tempfile::TempDir {
+    let dir = common::checkpoint(&Spec::toy());
+    let w = weights(dir.path());
+    std::fs::remove_file(dir.path().join("model.safetensors")).unwrap();
+    let (mut a, mut b) = (HashMap::new(), HashMap::new());
+    let mut map = serde_json::Map::new();
+    for (k, t) in w {
+        let first = k.contains("layers.0") || k.contains("embed");
+        map.insert(
+            k.clone(),
+            if first {
+                "a.safetensors"
+            } else {
+                "b.safetensors"
+            }
+            .into(),
+        );
+        if first {
+            if dup && k.contains("embed") {
+                b.insert(k.clone(), t.zeros_like().unwrap());
+            }
+            a.insert(k, t);
+        } else {
+            b.insert(k, t);
+        }
+    }
+    save(dir.path(), "a.safetensors", &a);
+    save(dir.path(), "b.safetensors", &b);
+    std::fs::write(
+        dir.path().join("model.safetensors.index.json"),
+        serde_json::json!({"weight_map": map}).to_string(),
+    )
+    .unwrap();
+    dir
+}
+
+#[test]
+fn shards_are_read_as_the_index_says() {
+    let reference = common::checkpoint(&Spec::toy());
+    let want = common::causal_all(&common::load(reference.path()), &[1, 20, 21]);
+    let dir = sharded(true);
+    let got = common::causal_all(&common::load(dir.path()), &[1, 20, 21]);
+    assert!(
+        common::rel_err(&got, &want) < 1e-6,
+        "the index's shard, not the other"
+    );
+    // Without the index, a tensor in two shards is an error naming both.
+    let st = dir.path();
+    let mut f = files(st);
+    f.index = None;
+    let e = format!(
+        "{:#}",
+        model::load(&f, &Device::Cpu, LoadOptions::default()).unwrap_err()
+    );
+    assert!(
+        e.contains("a.safetensors") && e.contains("b.safetensors"),
+        "{e}"
+    );
+    // A bad weight_map names the index.
+    for bad in [
+        serde_json::json!({}),
+        serde_json::json!({"x": 3}),
+        serde_json::json!([1]),
+    ] {
+        std::fs::write(
+            st.join("model.safetensors.index.json"),
+            serde_json::json!({ "weight_map": bad }).to_string(),
+        )
+        .unwrap();
+        let e = format!(
+            "{:#}",
+            ModelSource::Local(st.to_path_buf()).resolve().unwrap_err()
+        );
+        assert!(
+            e.contains("model.safetensors.index.json") && e.contains("weight_map"),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn generation_config_eos_is_used() {
+    let dir = common::checkpoint(&Spec::toy());
+    edit_config(dir.path(), |v| {
+        v.as_object_mut().unwrap().remove("eos_token_id");
+    });
+    std::fs::write(
+        dir.path().join("generation_config.json"),
+        serde_json::json!({"eos_token_id": [6, 2]}).to_string(),
+    )
+    .unwrap();
+    let (m, _) = model::load(&files(dir.path()), &Device::Cpu, LoadOptions::default()).unwrap();
+    assert_eq!(m.config().eos_token_ids(), vec![6, 2]);
+}
+
+#[test]
+fn templates_are_bounded_and_tokenizers_checked() {
+    let dir = common::checkpoint(&Spec::toy());
+    std::fs::write(
+        dir.path().join("chat_template.jinja"),
+        "{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}",
+    )
+    .unwrap();
+    let f = files(dir.path());
+    let tok = specscope::model::TextTokenizer::load(&f, Some(1)).unwrap();
+    let start = Instant::now();
+    let e = format!(
+        "{:#}",
+        tok.encode_chat(&[ChatMessage::new("user", "hi")], false)
+            .unwrap_err()
+    );
+    assert!(e.contains("chat_template.jinja"), "{e}");
+    assert!(start.elapsed() < Duration::from_secs(20));
+    // An unknown bos_token is an error, not text.
+    std::fs::write(
+        dir.path().join("tokenizer_config.json"),
+        serde_json::json!({"bos_token": "<|begin_of_nothing|>"}).to_string(),
+    )
+    .unwrap();
+    let e = format!(
+        "{:#}",
+        specscope::model::TextTokenizer::load(&f, Some(1))
+            .err()
+            .unwrap()
+    );
+    assert!(
+        e.contains("bos_token") && e.contains("<|begin_of_nothing|>"),
+        "{e}"
+    );
+    // A model vocabulary beyond the tokenizer's is said.
+    let big = Spec {
+        vocab_size: 4096,
+        ..Spec::toy()
+    };
+    let dir = common::checkpoint(&big);
+    let f = files(dir.path());
+    let (m, _) = model::load(&f, &Device::Cpu, LoadOptions::default()).unwrap();
+    let tok = model::load_tokenizer(&f, m.config()).unwrap();
+    let w = tok.vocab_warning(m.config()).expect("a warning");
+    assert!(w.contains("4096"), "{w}");
+}
+
+/// Cases of the mutation loop.
+fn mutation_cases() -> u32 {
+    std::env::var("SPECSCOPE_MUTATIONS")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .map_or(120, |n| n.max(1))
+}
+
+const FIELDS: &[&str] = &[
+    "vocab_size",
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "max_position_embeddings",
+    "rms_norm_eps",
+    "mask_token_id",
+    "bos_token_id",
+    "eos_token_id",
+    "sliding_window",
+    "tie_word_embeddings",
+    "rope_parameters",
+];
+
+fn value(i: usize) -> serde_json::Value {
+    use serde_json::json;
+    [
+        json!(0),
+        json!(1),
+        json!(-1),
+        json!(3),
+        json!(64),
+        json!(1u64 << 32),
+        json!(u64::MAX),
+        json!(1e300),
+        json!(-1e-300),
+        json!(null),
+        json!("x"),
+        json!([1, 2]),
+        json!({"rope_type": "yarn", "factor": 0}),
+        json!(true),
+    ][i % 14]
+        .clone()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(mutation_cases()))]
+
+    /// A field of config.json set to anything: a clear error naming config.json, or a
+    /// model that loads and decodes a few tokens (or stops with an error).
+    #[test]
+    fn mutated_configs_fail_cleanly_or_work(field in 0usize..FIELDS.len(), v in 0usize..14, remove in proptest::bool::weighted(0.1)) {
+        let dir = common::checkpoint(&Spec::toy());
+        let field = FIELDS[field];
+        edit_config(dir.path(), |c| {
+            if remove {
+                c.as_object_mut().unwrap().remove(field);
+            } else {
+                c[field] = value(v);
+            }
+        });
+        let start = Instant::now();
+        match model::load(&files(dir.path()), &Device::Cpu, LoadOptions::default()) {
+            Err(e) => {
+                let msg = format!("{e:#}");
+                prop_assert!(msg.contains("config.json") || msg.contains("weights") || msg.contains("tensor"), "{msg}");
+            }
+            Ok((m, _)) => {
+                let eos = m.config().eos_token_ids();
+                let _ = generate_ar(&m, &[1, 20, 21], 4, &eos, |_| Ok(()));
+            }
+        }
+        prop_assert!(start.elapsed() < Duration::from_secs(20));
+    }
+}
+
+#[test]
+fn synthetic_checkpoints_are_what_the_tests_mutate() {
+    // The mutation loop starts from a checkpoint that loads and decodes.
+    let dir = common::checkpoint(&Spec::toy());
+    let (m, r) = model::load(&files(dir.path()), &Device::Cpu, LoadOptions::default()).unwrap();
+    assert_eq!(
+        r.tensors,
+        synthetic::random_weights(&Spec::toy()).unwrap().len()
+    );
+    generate_ar(&m, &[1, 20, 21], 4, &[], |_| Ok(())).unwrap();
+}
