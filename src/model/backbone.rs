@@ -128,7 +128,11 @@ impl Attention {
             // k_all, v_all: (kv_heads, P + T, head_dim).
             let (k_all, v_all) = cache.stage(layer, &k_r, &v_r)?;
             let keys = k_all.dim(1)?;
-            let mut scores = q_r.matmul(&k_all.t()?)?;
+            // Scores, their softmax and the weighted values in f32, whatever the
+            // compute dtype: a position's result then does not depend on how many
+            // rows share the forward (bf16 rounding of partial results would).
+            let f32_of = |t: &Tensor| t.to_dtype(DType::F32);
+            let mut scores = f32_of(&q_r)?.matmul(&f32_of(&k_all)?.t()?)?;
             if let Some(mask) = &ctx.masks[ri] {
                 scores = scores
                     .reshape((nkv, group, t, keys))?
@@ -137,7 +141,8 @@ impl Attention {
             }
             let probs = candle_nn::ops::softmax_last_dim(&scores)?;
             let out = probs
-                .matmul(&v_all)?
+                .matmul(&f32_of(&v_all)?)?
+                .to_dtype(v_all.dtype())?
                 .reshape((nkv, group, t, hd))?
                 .permute((2, 0, 1, 3))?
                 .reshape((t, nh * hd))?;
@@ -495,7 +500,8 @@ impl Model {
                 }
             }
         }
-        let m = Tensor::from_vec(m, (t, keys), &self.device)?.to_dtype(self.dtype)?;
+        // f32: the scores it is added to are accumulated in f32 whatever the weights.
+        let m = Tensor::from_vec(m, (t, keys), &self.device)?;
         Ok(Some(m))
     }
 

@@ -1,17 +1,16 @@
 //! Loading a checkpoint, checked before anything large is allocated: the config's
 //! numbers, its layer count against the layers the weights hold, every tensor against
 //! what the architecture expects (an unexpected tensor is an error), float weights only,
-//! each tensor read from the shard the index names. Weights stay memory-mapped and are
-//! converted to the compute dtype one tensor at a time, so no second full copy exists.
+//! each tensor read from the shard the index names (`weights`), converted to the compute
+//! dtype a slice at a time, so no second full copy of the weights ever exists.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 use anyhow::{bail, Context, Result};
-use candle_core::safetensors::{Load, MmapedSafetensors};
-use candle_core::{DType, Device, Shape, Tensor};
-use candle_nn::var_builder::SimpleBackend;
+use candle_core::{DType, Device};
 use candle_nn::VarBuilder;
 
+use super::weights::Shards;
 use super::{expected_tensors, lora, Config, Model, ModelFiles};
 
 /// Largest weights (in the compute dtype) whose projections also get a transposed copy
@@ -70,126 +69,6 @@ pub fn compute_dtype(want: &str, device: &Device, file_dtype: Option<DType>) -> 
     })
 }
 
-/// Mapped shards and which shard holds each tensor.
-struct Shards {
-    files: Vec<MmapedSafetensors>,
-    names: Vec<String>,
-    route: HashMap<String, usize>,
-}
-
-impl Shards {
-    fn open(files: &ModelFiles) -> Result<Self> {
-        let mut mapped = Vec::new();
-        let mut names = Vec::new();
-        for p in &files.weights {
-            std::fs::metadata(p).with_context(|| format!("cannot open weights {}", p.display()))?;
-            // SAFETY: the files are mapped read-only and not modified while mapped.
-            let st = unsafe { MmapedSafetensors::new(p) }.with_context(|| {
-                format!(
-                    "cannot read weights {} (not a valid safetensors file?)",
-                    p.display()
-                )
-            })?;
-            mapped.push(st);
-            names.push(p.display().to_string());
-        }
-        let mut route = HashMap::new();
-        match &files.index {
-            Some((index, map)) => {
-                for (tensor, shard) in map {
-                    let i = files
-                        .weights
-                        .iter()
-                        .position(|w| w == shard)
-                        .with_context(|| {
-                            format!(
-                                "{}: shard {} is not loaded",
-                                index.display(),
-                                shard.display()
-                            )
-                        })?;
-                    if mapped[i].get(tensor).is_err() {
-                        bail!(
-                            "{}: `weight_map` puts `{tensor}` in {}, which does not hold it",
-                            index.display(),
-                            shard.display()
-                        );
-                    }
-                    route.insert(tensor.clone(), i);
-                }
-            }
-            None => {
-                for (i, st) in mapped.iter().enumerate() {
-                    for (name, _) in st.tensors() {
-                        if let Some(j) = route.insert(name.clone(), i) {
-                            bail!(
-                                "tensor `{name}` is in both {} and {}, and no index says which to use",
-                                names[j],
-                                names[i]
-                            );
-                        }
-                    }
-                }
-            }
-        }
-        Ok(Self {
-            files: mapped,
-            names,
-            route,
-        })
-    }
-
-    fn view(&self, name: &str) -> Result<(usize, safetensors::tensor::TensorView<'_>)> {
-        let i = *self
-            .route
-            .get(name)
-            .with_context(|| format!("tensor `{name}` is missing from the weights"))?;
-        Ok((i, self.files[i].get(name)?))
-    }
-}
-
-/// The VarBuilder backend: the routed tensor, checked, converted on its own.
-impl SimpleBackend for Shards {
-    fn get(
-        &self,
-        s: Shape,
-        name: &str,
-        _: candle_nn::Init,
-        dtype: DType,
-        dev: &Device,
-    ) -> candle_core::Result<Tensor> {
-        let t = self.get_unchecked(name, dtype, dev)?;
-        if t.shape() != &s {
-            return Err(candle_core::Error::Msg(format!(
-                "tensor `{name}` has shape {:?}, the config implies {:?}",
-                t.dims(),
-                s.dims()
-            )));
-        }
-        Ok(t)
-    }
-
-    fn get_unchecked(&self, name: &str, dtype: DType, dev: &Device) -> candle_core::Result<Tensor> {
-        let (i, view) = self
-            .view(name)
-            .map_err(|e| candle_core::Error::Msg(format!("{e:#}")))?;
-        let file_dtype = DType::try_from(view.dtype())?;
-        if !file_dtype.is_float() {
-            return Err(candle_core::Error::Msg(format!(
-                "tensor `{name}` in {} is {file_dtype:?}: weights must be floating point (integer or quantized checkpoints are not supported)",
-                self.names[i]
-            )));
-        }
-        // In the file's dtype, straight from the map, then converted: one tensor's
-        // worth of extra memory at a time.
-        view.load(dev)?.to_dtype(dtype)
-    }
-
-    fn contains_tensor(&self, name: &str) -> bool {
-        self.route.contains_key(name)
-    }
-}
-
 /// Layers the weights hold: one more than the largest `encoder.layers.N.` index.
 fn layers_in(names: &BTreeSet<&str>) -> usize {
     names
@@ -220,7 +99,7 @@ pub fn load_config(files: &ModelFiles) -> Result<Config> {
 pub fn load(files: &ModelFiles, device: &Device, opts: LoadOptions) -> Result<(Model, LoadReport)> {
     let cfg = load_config(files)?;
     let shards = Shards::open(files)?;
-    let names: BTreeSet<&str> = shards.route.keys().map(String::as_str).collect();
+    let names: BTreeSet<&str> = shards.entries.keys().map(String::as_str).collect();
     let config = files.config.display();
     let found_layers = layers_in(&names);
     if found_layers != cfg.num_hidden_layers {
@@ -229,20 +108,20 @@ pub fn load(files: &ModelFiles, device: &Device, opts: LoadOptions) -> Result<(M
             cfg.num_hidden_layers
         );
     }
-    let embed = shards.view("encoder.embed_tokens.weight")?.1;
-    if embed.shape() != [cfg.vocab_size, cfg.hidden_size] {
+    let embed = shards.entry("encoder.embed_tokens.weight")?;
+    if embed.shape != [cfg.vocab_size, cfg.hidden_size] {
         bail!(
             "{config}: fields `vocab_size` × `hidden_size` are {} × {}, but encoder.embed_tokens.weight is {:?}",
             cfg.vocab_size,
             cfg.hidden_size,
-            embed.shape()
+            embed.shape
         );
     }
     let expected = expected_tensors(&cfg);
     let mut dtypes = BTreeSet::new();
     let mut unexpected = Vec::new();
     for name in &names {
-        dtypes.insert(format!("{:?}", shards.view(name)?.1.dtype()));
+        dtypes.insert(format!("{:?}", shards.entry(name)?.dtype).to_uppercase());
         if !expected.contains(*name) {
             unexpected.push(name.to_string());
         }
@@ -281,11 +160,9 @@ pub fn load(files: &ModelFiles, device: &Device, opts: LoadOptions) -> Result<(M
     Ok((model, report))
 }
 
-/// The weight files' dtype (the first tensor's), for `--dtype auto`.
+/// The weight files' dtype (the embedding's), for `--dtype auto`.
 pub fn file_dtype(files: &ModelFiles) -> Option<DType> {
-    let p = files.weights.first()?;
-    // SAFETY: mapped read-only for the duration of this call.
-    let st = unsafe { MmapedSafetensors::new(p) }.ok()?;
-    let (_, view) = st.tensors().into_iter().next()?;
-    DType::try_from(view.dtype()).ok()
+    let shards = Shards::open(files).ok()?;
+    let e = shards.entry("encoder.embed_tokens.weight").ok()?;
+    Some(e.dtype)
 }

@@ -13,6 +13,7 @@ pub mod rows;
 pub mod source;
 pub mod synthetic;
 pub mod tokenizer;
+pub mod weights;
 
 use std::collections::BTreeSet;
 
