@@ -6,6 +6,7 @@
 pub mod bench;
 pub mod engine;
 pub mod model;
+pub mod plot;
 pub mod rng;
 pub mod trace;
 pub mod train;
@@ -43,4 +44,80 @@ pub fn read_bounded(path: &std::path::Path, max: u64) -> anyhow::Result<String> 
         );
     }
     String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("{} is not UTF-8 text", path.display()))
+}
+
+/// Where a measurement was made, for the files that carry figures' sources (bench and
+/// profile JSON, recording headers): the command line, the machine and the UTC date.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Provenance {
+    pub command: String,
+    pub machine: String,
+    pub date: String,
+}
+
+impl Provenance {
+    /// This process: its arguments, this machine, today.
+    pub fn here() -> Self {
+        let args: Vec<String> = std::env::args().collect();
+        let command = match args.split_first() {
+            Some((exe, rest)) => {
+                let name = std::path::Path::new(exe)
+                    .file_name()
+                    .map_or("specscope".into(), |n| n.to_string_lossy().into_owned());
+                std::iter::once(name)
+                    .chain(rest.iter().cloned())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            }
+            None => String::new(),
+        };
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        Self {
+            command,
+            machine: machine(),
+            date: utc_date(secs),
+        }
+    }
+}
+
+/// The CPU's model name and thread count (from /proc/cpuinfo where there is one).
+pub fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string());
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    format!("{cpu}, {threads} threads")
+}
+
+/// `YYYY-MM-DD` (UTC) of a Unix time.
+pub fn utc_date(unix_secs: u64) -> String {
+    // Days to civil date (Howard Hinnant's algorithm).
+    let z = (unix_secs / 86_400) as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+#[cfg(test)]
+mod provenance_tests {
+    #[test]
+    fn utc_dates() {
+        assert_eq!(super::utc_date(0), "1970-01-01");
+        assert_eq!(super::utc_date(951_782_400), "2000-02-29");
+        assert_eq!(super::utc_date(1_796_098_254), "2026-12-01");
+    }
 }

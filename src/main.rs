@@ -54,6 +54,8 @@ enum Command {
     Profile(cli::profile::ProfileArgs),
     /// Compare modes, block sizes and concurrency levels on a prompt set.
     Bench(cli::bench::BenchArgs),
+    /// SVG figures from a bench JSON, a recording and a profile.
+    Plot(cli::plot::PlotArgs),
     /// Measure answer quality and acceptance behaviour on held-out prompts.
     Eval(cli::eval::EvalArgs),
     /// Rebuild the adaptive block size's survival tables from counterfactual rounds.
@@ -97,6 +99,7 @@ fn main() -> ExitCode {
         Command::Bench(a) => ok(cli::bench::run(a)),
         Command::Survival(a) => ok(cli::survival::run(a)),
         Command::Eval(a) => ok(cli::eval::run(a)),
+        Command::Plot(a) => ok(cli::plot::run(a)),
     };
     match result {
         Ok(code) => code,

@@ -4,7 +4,7 @@ mod common;
 
 use std::collections::HashMap;
 
-use candle_core::{DType, Device, IndexOp, Tensor};
+use candle_core::{DType, IndexOp, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::mistral;
 use common::{causal_all, checkpoint, load, rel_err, run_row, tokens};
@@ -46,24 +46,19 @@ fn causal_logits_match_candle_mistral() {
         sliding_window: None,
         use_flash_attn: false,
     };
-    let vb = VarBuilder::from_tensors(mapped, DType::F32, &Device::Cpu);
+    let dev = common::device();
+    let vb = VarBuilder::from_tensors(mapped, DType::F32, &dev);
     let mut reference = mistral::Model::new(&cfg, vb).unwrap();
 
     let ids = tokens(24, spec.vocab_size, 1);
     let all = causal_all(&ours, &ids);
     // Prefill 16 tokens, then one token at a time: mistral returns the last position.
-    let input = Tensor::new(&ids[..16], &Device::Cpu)
-        .unwrap()
-        .unsqueeze(0)
-        .unwrap();
+    let input = Tensor::new(&ids[..16], &dev).unwrap().unsqueeze(0).unwrap();
     let theirs = reference.forward(&input, 0).unwrap().i((0, 0)).unwrap();
     let err = rel_err(&all.i(15).unwrap(), &theirs);
     assert!(err < 1e-4, "prefill: relative error {err}");
     for (i, &t) in ids.iter().enumerate().skip(16) {
-        let input = Tensor::new(&[t], &Device::Cpu)
-            .unwrap()
-            .unsqueeze(0)
-            .unwrap();
+        let input = Tensor::new(&[t], &dev).unwrap().unsqueeze(0).unwrap();
         let theirs = reference.forward(&input, i).unwrap().i((0, 0)).unwrap();
         let err = rel_err(&all.i(i).unwrap(), &theirs);
         assert!(err < 1e-4, "position {i}: relative error {err}");

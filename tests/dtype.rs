@@ -5,20 +5,12 @@
 
 mod common;
 
-use candle_core::{DType, Device, IndexOp};
+use candle_core::{DType, IndexOp};
 use specscope::engine::{
     generate_ar, Blocks, DecodeOptions, Mode, NullSink, Preset, Scheduler, Submit,
 };
 use specscope::model::{self, AttnRule, LoadOptions, LogitSel, ModelSource, Row, RowBatch};
 use specscope::train::corpus::{self, Family};
-
-fn device() -> Device {
-    match std::env::var("SPECSCOPE_TEST_DEVICE").as_deref() {
-        Ok("cuda") => model::select_device("cuda")
-            .expect("SPECSCOPE_TEST_DEVICE=cuda needs a GPU build and device"),
-        _ => Device::Cpu,
-    }
-}
 
 fn bundled(dtype: DType) -> (model::Model, model::TextTokenizer) {
     let files = ModelSource::Bundled.resolve().unwrap();
@@ -26,7 +18,7 @@ fn bundled(dtype: DType) -> (model::Model, model::TextTokenizer) {
         dtype,
         ..LoadOptions::default()
     };
-    let (m, _) = model::load(&files, &device(), opts).unwrap();
+    let (m, _) = model::load(&files, &common::device(), opts).unwrap();
     let tok = model::load_tokenizer(&files, m.config()).unwrap();
     (m, tok)
 }

@@ -54,6 +54,7 @@ fn gpu_like() -> CostModel {
         per_row_ms: 0.1,
         per_token_ms: 0.005,
         per_token_ctx_ms: 0.0,
+        per_row_ctx_ms: 0.0,
         per_draft_token_ms: 0.0,
         per_round_ms: 0.0,
         source: "test: GPU-like".into(),
@@ -68,6 +69,7 @@ fn cpu_like() -> CostModel {
         per_row_ms: 0.344,
         per_token_ms: 0.146,
         per_token_ctx_ms: 2.4e-4,
+        per_row_ctx_ms: 0.0,
         per_draft_token_ms: 0.05,
         per_round_ms: 0.0,
         source: "test: CPU-like".into(),
@@ -266,7 +268,7 @@ fn bundled_model_is_lossless() {
     use specscope::model::{self as m, ModelSource};
     use specscope::train::corpus::{self, Family};
     let files = ModelSource::Bundled.resolve().expect("bundled model");
-    let (model, _) = m::load(&files, &candle_core::Device::Cpu, m::LoadOptions::default()).unwrap();
+    let (model, _) = m::load(&files, &common::device(), m::LoadOptions::default()).unwrap();
     let tok = m::load_tokenizer(&files, model.config()).unwrap();
     let none = std::collections::HashSet::new();
     let prompts: Vec<Vec<u32>> = Family::ALL

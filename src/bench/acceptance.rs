@@ -7,9 +7,8 @@ use anyhow::Result;
 use serde::Serialize;
 
 use super::prompts::BenchPrompt;
-use crate::engine::{
-    generate_ar, Blocks, DecodeEvent, DecodeOptions, Mode, Scheduler, Submit, VecSink,
-};
+use crate::engine::events::{count_in, round_records};
+use crate::engine::{generate_ar, Blocks, DecodeOptions, Mode, Scheduler, Submit, VecSink};
 use crate::model::{Model, TextTokenizer};
 
 /// AR greedy answers.
@@ -204,56 +203,23 @@ pub fn evaluate(
             rep.lossless &= f.tokens == ar_out[i];
             let hist = br.hist_by_family.entry(p.family.clone()).or_default();
             let fam = per_family.entry(p.family.clone()).or_default();
-            let mut draft = None;
-            for e in &sink.events {
-                match e {
-                    DecodeEvent::Drafted {
-                        detail, risky: r, ..
-                    } => draft = Some((detail.clone(), r.clone())),
-                    DecodeEvent::Verified {
-                        accepted,
-                        first_reject,
-                        verifier_tokens,
-                        ..
-                    } => {
-                        let a = accepted + 1;
-                        br.rounds += 1;
-                        advanced += a;
-                        fam.0 += a;
-                        fam.1 += 1;
-                        if hist.len() <= a {
-                            hist.resize(a + 1, 0);
-                        }
-                        hist[a] += 1;
-                        let Some((detail, risky_pos)) = draft.take() else {
-                            continue;
-                        };
-                        risky += risky_pos.len();
-                        match first_reject {
-                            None => full += 1,
-                            Some(q) => {
-                                rejects += 1;
-                                if *q <= 7 {
-                                    within7 += 1;
-                                }
-                                let pos = &detail[q - 1];
-                                if pos
-                                    .top
-                                    .get(1)
-                                    .is_some_and(|t| t.0 == verifier_tokens[q - 1])
-                                {
-                                    second += 1;
-                                }
-                                if pos.margin < risk_threshold {
-                                    low += 1;
-                                }
-                                if risky_pos.contains(q) {
-                                    risky_hit += 1;
-                                }
-                            }
-                        }
+            for r in round_records(&sink.events) {
+                let a = r.advance;
+                br.rounds += 1;
+                advanced += a;
+                fam.0 += a;
+                fam.1 += 1;
+                count_in(hist, a);
+                risky += r.risky.len();
+                match r.first_reject {
+                    None => full += 1,
+                    Some(q) => {
+                        rejects += 1;
+                        within7 += usize::from(q <= 7);
+                        second += usize::from(r.second_choice_right == Some(true));
+                        low += usize::from(r.margin_at_reject.is_some_and(|m| m < risk_threshold));
+                        risky_hit += usize::from(r.risky.contains(&q));
                     }
-                    _ => {}
                 }
             }
         }

@@ -7,7 +7,7 @@ use anyhow::{anyhow, Result};
 use serde::{Deserialize, Serialize};
 
 use super::prompts::BenchPrompt;
-use crate::engine::cost::CostModel;
+use crate::engine::cost::Pricing;
 use crate::engine::events::{add_hist, ratio, Tally};
 use crate::engine::options::{Blocks, DecodeOptions, Preset};
 use crate::engine::overlap::RowTable;
@@ -184,7 +184,7 @@ pub fn configs(
 }
 
 /// Results of one configuration at one concurrency.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BenchResult {
     pub config: String,
     pub concurrency: usize,
@@ -194,6 +194,13 @@ pub struct BenchResult {
     pub tally: Tally,
     /// Physical forwards (one shared by many requests counts once).
     pub physical_forwards: usize,
+    /// The decode forwards priced by the cost profile (`--cost-profile`): modeled, not
+    /// measured; on a GPU profile, the time they would take there.
+    #[serde(default)]
+    pub modeled_secs: f64,
+    /// All new tokens / modeled time.
+    #[serde(default)]
+    pub modeled_tokens_per_sec: f64,
     pub wall_secs: f64,
     pub tpf: f64,
     pub mean_accept: f64,
@@ -215,11 +222,11 @@ pub fn run_config(
     cfg: &BenchConfig,
     concurrency: usize,
     tables: &SurvivalTables,
-    cost: &CostModel,
+    pricing: &Pricing,
 ) -> Result<(BenchResult, Vec<Vec<u32>>)> {
     let mut sched = Scheduler::new(model.clone(), None)
         .with_tables(tables.clone())
-        .with_cost(cost.clone())
+        .with_pricing(pricing.clone())
         .with_batching(cfg.batching);
     let mut outputs = vec![Vec::new(); prompts.len()];
     let mut ids: Vec<u64> = Vec::new();
@@ -255,6 +262,8 @@ pub fn run_config(
     r.wall_secs = start.elapsed().as_secs_f64();
     let c = sched.counts();
     r.physical_forwards = c.draft + c.verify + c.fused;
+    r.modeled_secs = c.modeled_ms / 1e3;
+    r.modeled_tokens_per_sec = ratio(r.tally.new_tokens as f64, r.modeled_secs);
     r.tpf = r.tally.tpf();
     r.mean_accept = r.tally.mean_accept();
     r.tokens_per_sec = ratio(r.tally.new_tokens as f64, r.wall_secs);
@@ -272,6 +281,8 @@ impl BenchResult {
             requests,
             tally: Tally::default(),
             physical_forwards: 0,
+            modeled_secs: 0.0,
+            modeled_tokens_per_sec: 0.0,
             wall_secs: 0.0,
             tpf: 0.0,
             mean_accept: 0.0,
@@ -349,7 +360,7 @@ pub fn pass_spread(results: &[BenchResult]) -> String {
 pub fn table(results: &[BenchResult]) -> String {
     let mut s = String::new();
     s.push_str(&format!(
-        "{:<24} {:>3} {:>6} {:>6} {:>6} {:>9} {:>9} {:>7} {:>9} {:>9} {:>6} {:>6}\n",
+        "{:<24} {:>3} {:>6} {:>6} {:>6} {:>9} {:>9} {:>7} {:>9} {:>9} {:>6} {:>6} {:>10} {:>8}\n",
         "config",
         "C",
         "TPF",
@@ -361,7 +372,9 @@ pub fn table(results: &[BenchResult]) -> String {
         "xLinBest",
         "TPFxL32",
         "hits",
-        "=AR"
+        "=AR",
+        "mod tok/s",
+        "mod xAR"
     ));
     let mut cs: Vec<usize> = results.iter().map(|r| r.concurrency).collect();
     cs.sort_unstable();
@@ -372,6 +385,10 @@ pub fn table(results: &[BenchResult]) -> String {
             .iter()
             .find(|r| r.config == "ar")
             .map(|r| r.tokens_per_sec);
+        let ar_modeled = at
+            .iter()
+            .find(|r| r.config == "ar")
+            .map(|r| r.modeled_tokens_per_sec);
         let best_lin = at
             .iter()
             .filter(|r| r.config.starts_with("linear"))
@@ -386,7 +403,7 @@ pub fn table(results: &[BenchResult]) -> String {
                 .fold((0, 0), |(b, h), c| (b + c.built, h + c.hits));
             let fmt = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.2}"));
             s.push_str(&format!(
-                "{:<24} {:>3} {:>6.2} {:>6.2} {:>6} {:>9.1} {:>9.1} {:>7} {:>9} {:>9} {:>6} {:>6}\n",
+                "{:<24} {:>3} {:>6.2} {:>6.2} {:>6} {:>9.1} {:>9.1} {:>7} {:>9} {:>9} {:>6} {:>6} {:>10.1} {:>8}\n",
                 r.config,
                 c,
                 r.tpf,
@@ -406,7 +423,9 @@ pub fn table(results: &[BenchResult]) -> String {
                     Some(true) => "yes",
                     Some(false) => "NO",
                     None => "-",
-                }
+                },
+                r.modeled_tokens_per_sec,
+                fmt(ar_modeled.map(|a| r.modeled_tokens_per_sec / a))
             ));
         }
     }

@@ -6,7 +6,6 @@ use anyhow::{ensure, Context, Result};
 use clap::Args;
 
 use specscope::bench::sweep::{configs, pass_spread, run_config, table, BenchResult, Config};
-use specscope::engine::cost::CostModel;
 use specscope::engine::options::{DecodeOptions, DEFAULT_RISK_THRESHOLD};
 use specscope::engine::overlap::RowTable;
 use specscope::engine::policy::SurvivalTables;
@@ -14,7 +13,7 @@ use specscope::engine::policy::SurvivalTables;
 use super::decode::{names, ROW_TABLES};
 use super::ModelArgs;
 
-const CONFIGS: &[&str] = &[
+pub const CONFIGS: &[&str] = &[
     "ar",
     "linear",
     "recguide",
@@ -69,9 +68,8 @@ pub struct BenchArgs {
     /// Survival tables for the adaptive block size (default: built-in).
     #[arg(long)]
     pub tables: Option<PathBuf>,
-    /// Cost profile from `specscope profile --json` (default: saved or built-in).
-    #[arg(long)]
-    pub cost_profile: Option<PathBuf>,
+    #[command(flatten)]
+    pub cost: super::decode::CostArgs,
     /// Also write every result as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -97,17 +95,14 @@ pub fn run(a: BenchArgs) -> Result<()> {
         Some(p) => SurvivalTables::from_file(p)?,
         None => SurvivalTables::builtin(),
     };
-    let cost = match &a.cost_profile {
-        Some(p) => CostModel::from_file(p)?,
-        None => CostModel::load_default(),
-    };
+    let pricing = a.cost.pricing()?;
     eprintln!(
         "bench: {} on {} prompts, {} configurations x {:?}; cost profile: {}; survival tables: {}",
         loaded.files.label,
         prompts.len(),
         cfgs.len(),
         a.concurrency,
-        cost.source,
+        pricing.describe(),
         tables.source
     );
     let repeats = usize::from(a.repeats);
@@ -127,7 +122,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
             for k in order {
                 let cfg = &cfgs[k];
                 progress.set(done as u64, &format!("{} C={c}", cfg.name));
-                let (r, out) = run_config(&loaded.model, &prompts, cfg, c, &tables, &cost)
+                let (r, out) = run_config(&loaded.model, &prompts, cfg, c, &tables, &pricing)
                     .with_context(|| format!("{} at C={c}", cfg.name))?;
                 match &mut at_c[k] {
                     None => at_c[k] = Some((r, out)),
@@ -156,6 +151,10 @@ pub fn run(a: BenchArgs) -> Result<()> {
     }
     progress.finish("done");
     print!("{}", table(&results));
+    println!(
+        "mod = modeled, not measured: each decode forward priced by the cost profile ({})",
+        pricing.cost.source
+    );
     print!("{}", pass_spread(&results));
     if let Some(path) = &a.json {
         let out = serde_json::json!({
@@ -163,8 +162,10 @@ pub fn run(a: BenchArgs) -> Result<()> {
             "prompts": prompts.len(),
             "max_new_tokens": a.max_new_tokens,
             "repeats": repeats,
-            "cost_profile": cost,
+            "cost_profile": pricing.cost,
+            "cost_profile_fixed": !pricing.learn,
             "survival_tables": tables.source,
+            "provenance": specscope::Provenance::here(),
             "results": results,
         });
         std::fs::write(path, serde_json::to_string_pretty(&out)?)

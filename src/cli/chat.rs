@@ -13,7 +13,7 @@ use ratatui::backend::CrosstermBackend;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
 use specscope::bench::prompts::read_prompt_file;
-use specscope::engine::{EngineHandle, Scheduler};
+use specscope::engine::EngineHandle;
 use specscope::model;
 use specscope::trace::read_trace;
 use specscope::tui::app::{run_live, run_replay, Ended, Live, Player, Screen, TermInput, Ui};
@@ -223,14 +223,15 @@ fn exit_of(ended: Ended) -> Result<ExitCode> {
 pub fn chat(args: ChatArgs) -> Result<ExitCode> {
     require_terminal()?;
     let options = args.decode.options()?;
+    let pricing = args.decode.cost.pricing()?;
     let ui = args.ui.load();
     // Load before taking the screen, so a bad model reports plainly.
     let loaded = args.model.load()?;
-    let header = loaded.trace_header(&options);
+    let header = loaded.trace_header(&options, &pricing);
     let device = loaded.device_name();
     let context = loaded.model.config().max_position_embeddings;
     let (about, examples) = intro(&loaded);
-    let sched = Scheduler::new(loaded.model.clone(), Some(loaded.tokenizer.clone()));
+    let sched = loaded.scheduler(&pricing);
     let (handle, events) = EngineHandle::spawn(sched);
     let mut state = State::new(&loaded.files.label, device, options).with_intro(about, examples);
     state.status.pace = args

@@ -6,6 +6,7 @@ use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::Args;
 use serde::de::DeserializeOwned;
 
+use specscope::engine::cost::Pricing;
 use specscope::engine::options::{
     Blocks, DecodeOptions, Preset, DEFAULT_BLOCK, DEFAULT_MAX_NEW_TOKENS, DEFAULT_RISK_THRESHOLD,
 };
@@ -18,7 +19,10 @@ pub fn names<T: DeserializeOwned + Clone + Send + Sync + 'static>(
     names: &'static [&'static str],
 ) -> impl TypedValueParser<Value = T> {
     PossibleValuesParser::new(names).try_map(|s: String| {
-        serde_json::from_value::<T>(serde_json::Value::String(s.replace('-', "_")))
+        // The engine's enums are snake_case or kebab-case in serde: try both spellings.
+        let parse = |v: &str| serde_json::from_value::<T>(serde_json::Value::String(v.into()));
+        parse(&s.replace('-', "_"))
+            .or_else(|_| parse(&s))
             .map_err(|e| format!("{s}: {e}"))
     })
 }
@@ -75,6 +79,25 @@ pub struct DecodeArgs {
     /// Stop after this many new tokens.
     #[arg(long, default_value_t = DEFAULT_MAX_NEW_TOKENS)]
     pub max_new_tokens: usize,
+    #[command(flatten)]
+    pub cost: CostArgs,
+}
+
+/// Where the block policy's prices come from.
+#[derive(Debug, Clone, Args)]
+pub struct CostArgs {
+    /// Prices the block size and the cost-aware rows decide from: `cpu` (built in),
+    /// `b200-nld8b` or `h200-nld8b` (a GPU roofline model, fixed prices: decide as that
+    /// GPU would), or a `specscope profile --json` file [default: the saved profile,
+    /// else `cpu`].
+    #[arg(long)]
+    pub cost_profile: Option<String>,
+}
+
+impl CostArgs {
+    pub fn pricing(&self) -> Result<Pricing> {
+        Pricing::select(self.cost_profile.as_deref())
+    }
 }
 
 impl DecodeArgs {
@@ -104,5 +127,32 @@ impl DecodeArgs {
         o.max_new_tokens = self.max_new_tokens;
         o.validate()?;
         Ok(o)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use specscope::bench::sweep::Config;
+
+    /// Every name a flag lists parses to its enum (kebab- and snake-case enums alike).
+    #[test]
+    fn every_listed_name_parses() {
+        fn check<T: DeserializeOwned + Clone + Send + Sync + 'static>(
+            list: &'static [&'static str],
+        ) {
+            let cmd = clap::Command::new("t");
+            let p = names::<T>(list);
+            for n in list {
+                assert!(
+                    p.parse_ref(&cmd, None, std::ffi::OsStr::new(n)).is_ok(),
+                    "{n} does not parse"
+                );
+            }
+        }
+        check::<Mode>(MODES);
+        check::<RowTable>(ROW_TABLES);
+        check::<Preset>(PRESETS);
+        check::<Config>(super::super::bench::CONFIGS);
     }
 }

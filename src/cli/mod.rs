@@ -5,6 +5,7 @@ pub mod chat;
 pub mod decode;
 pub mod eval;
 pub mod inspect;
+pub mod plot;
 pub mod profile;
 pub mod progress;
 pub mod run;
@@ -19,6 +20,8 @@ use anyhow::{bail, Context, Result};
 use candle_core::Device;
 use clap::Args;
 
+use specscope::engine::cost::Pricing;
+use specscope::engine::Scheduler;
 use specscope::model::{
     self, ChatMessage, LoadOptions, LoadReport, Model, ModelFiles, ModelSource, TextTokenizer,
 };
@@ -96,9 +99,24 @@ impl Loaded {
         }
     }
 
-    /// A recording header naming this model and the options requests start with.
-    pub fn trace_header(&self, options: &specscope::engine::DecodeOptions) -> TraceHeader {
+    /// A scheduler for this model, pricing its decisions as `--cost-profile` says.
+    pub fn scheduler(&self, pricing: &Pricing) -> Scheduler {
+        Scheduler::new(self.model.clone(), Some(self.tokenizer.clone()))
+            .with_pricing(pricing.clone())
+    }
+
+    /// A recording header naming this model, the options requests start with and the
+    /// prices their decisions came from.
+    pub fn trace_header(
+        &self,
+        options: &specscope::engine::DecodeOptions,
+        pricing: &Pricing,
+    ) -> TraceHeader {
         let mut h = TraceHeader::new(self.files.label.clone(), self.device_name().into());
+        h.cost_profile = pricing.describe();
+        let here = specscope::Provenance::here();
+        h.command = here.command;
+        h.machine = here.machine;
         h.revision = self.files.commit.clone();
         h.tokenizer_hash = std::fs::read(&self.files.tokenizer)
             .map(|b| fnv1a_hex(&b))

@@ -47,6 +47,8 @@ pub struct Point {
     pub tokens: usize,
     pub median_ms: f64,
     pub min_ms: f64,
+    /// What the logits statistics read into host memory per forward (all rows).
+    pub host_bytes_per_forward: f64,
 }
 
 fn prefill(model: &Model, len: usize, seed: u64) -> Result<KvCache> {
@@ -95,8 +97,8 @@ pub fn run(args: ProfileArgs) -> Result<()> {
         candle_core::utils::get_num_threads()
     );
     println!(
-        "{:>6} {:>5} {:>7} {:>11} {:>11} {:>13}",
-        "cache", "rows", "tokens", "median ms", "min ms", "ms / token"
+        "{:>6} {:>5} {:>7} {:>11} {:>11} {:>13} {:>12}",
+        "cache", "rows", "tokens", "median ms", "min ms", "ms / token", "KB to host"
     );
     let max_rows = args.rows.iter().copied().max().unwrap_or(1);
     let mask = cfg.mask_token_id();
@@ -133,6 +135,7 @@ pub fn run(args: ProfileArgs) -> Result<()> {
     // forward of the bundled model), so timing the first after a change overprices
     // the small forwards that AR steps run back to back.
     let mut times = vec![Vec::with_capacity(args.repeats); grid.len()];
+    let mut reads = vec![signals::HostReads::default(); grid.len()];
     for pass in 0..args.repeats {
         let order: Vec<usize> = if pass % 2 == 0 {
             (0..grid.len()).collect()
@@ -143,9 +146,11 @@ pub fn run(args: ProfileArgs) -> Result<()> {
             let (ci, _, _, batch) = &grid[k];
             let mut refs: Vec<&mut KvCache> = caches[*ci].iter_mut().collect();
             let mut t = Instant::now();
+            let mut before = signals::HostReads::now();
             for n in 0..UNTIMED_FORWARDS + TIMED_FORWARDS {
                 if n == UNTIMED_FORWARDS {
                     t = Instant::now();
+                    before = signals::HostReads::now();
                 }
                 // As the engine pays for a forward: the logits turned into signals too.
                 for logits in model.forward(batch, &mut refs)? {
@@ -154,10 +159,11 @@ pub fn run(args: ProfileArgs) -> Result<()> {
             }
             let ms = t.elapsed().as_secs_f64() * 1e3 / TIMED_FORWARDS as f64;
             times[k].push(ms);
+            reads[k] = signals::HostReads::since(before);
         }
     }
     let mut points = Vec::with_capacity(grid.len());
-    for ((ci, rows, tokens, _), mut ms) in grid.into_iter().zip(times) {
+    for (((ci, rows, tokens, _), mut ms), read) in grid.into_iter().zip(times).zip(reads) {
         ms.sort_by(f64::total_cmp);
         let p = Point {
             cache_len: args.cache[ci],
@@ -165,19 +171,30 @@ pub fn run(args: ProfileArgs) -> Result<()> {
             tokens,
             median_ms: ms[ms.len() / 2],
             min_ms: ms[0],
+            host_bytes_per_forward: read.bytes as f64 / TIMED_FORWARDS as f64,
         };
         println!(
-            "{:>6} {:>5} {:>7} {:>11.2} {:>11.2} {:>13.3}",
+            "{:>6} {:>5} {:>7} {:>11.2} {:>11.2} {:>13.3} {:>12.1}",
             p.cache_len,
             p.rows,
             p.tokens,
             p.median_ms,
             p.min_ms,
-            p.median_ms / (rows * tokens) as f64
+            p.median_ms / (rows * tokens) as f64,
+            p.host_bytes_per_forward / 1024.0
         );
         points.push(p);
     }
-    let out = serde_json::json!({"model": label, "points": points});
+    println!(
+        "logits statistics: {}; {}",
+        signals::path(model.device()),
+        specscope::model::kernels::describe()
+    );
+    let out = serde_json::json!({
+        "model": label,
+        "points": points,
+        "provenance": specscope::Provenance::here(),
+    });
     let mut targets: Vec<std::path::PathBuf> = args.json.iter().cloned().collect();
     if args.save {
         let p = cost::default_path().context("no configuration directory for this user")?;
@@ -198,8 +215,12 @@ pub fn run(args: ProfileArgs) -> Result<()> {
         eprintln!("note: {n}");
     }
     eprintln!(
-        "fitted cost: {:.3} ms + rows x ({:.3} ms + tokens x ({:.4} ms + {:.2e} ms x cache))",
-        fitted.fixed_ms, fitted.per_row_ms, fitted.per_token_ms, fitted.per_token_ctx_ms
+        "fitted cost: {:.3} ms + rows x ({:.3} ms + {:.2e} ms x cache + tokens x ({:.4} ms + {:.2e} ms x cache))",
+        fitted.fixed_ms,
+        fitted.per_row_ms,
+        fitted.per_row_ctx_ms,
+        fitted.per_token_ms,
+        fitted.per_token_ctx_ms
     );
     Ok(())
 }

@@ -6,7 +6,7 @@ use anyhow::Result;
 use clap::Args;
 use serde_json::json;
 
-use specscope::engine::{DecodeEvent, EventSink, Scheduler, Submit};
+use specscope::engine::{DecodeEvent, EventSink, Submit};
 
 use super::decode::DecodeArgs;
 use super::{ModelArgs, PromptArgs};
@@ -46,10 +46,11 @@ impl<W: Write> EventSink for StreamSink<W> {
 
 pub fn run(args: RunArgs) -> Result<()> {
     let options = args.decode.options()?;
+    let pricing = args.decode.cost.pricing()?;
     let options_json = serde_json::to_value(&options)?;
     let loaded = args.model.load()?;
     let prompt = args.prompt.encode(&loaded.tokenizer)?;
-    let mut sched = Scheduler::new(loaded.model.clone(), Some(loaded.tokenizer.clone()));
+    let mut sched = loaded.scheduler(&pricing);
     let label = options.label();
     let policy = options.block_policy();
     let overlap = options.overlap_on();
@@ -58,6 +59,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         options,
         family: None,
     };
+    let reads = specscope::engine::signals::HostReads::now();
     let finished = if args.json {
         let mut sink = specscope::engine::NullSink;
         sched.submit(submit, &mut sink)?;
@@ -81,6 +83,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         .ok_or_else(|| anyhow::anyhow!("the request did not finish"))?;
     let st = &f.stats;
     let t = &st.tally;
+    let reads = specscope::engine::signals::HostReads::since(reads);
     if !args.json {
         println!();
         let branches = if overlap {
@@ -138,7 +141,16 @@ pub fn run(args: RunArgs) -> Result<()> {
             "prefill_secs": st.prefill_secs,
             "decode_secs": st.decode_secs,
             "tokens_per_sec": st.tokens_per_sec(),
-        }
+        },
+        // What the logits statistics read into host memory (prefill included).
+        "host_reads": {
+            "path": specscope::engine::signals::path(&loaded.device),
+            "bytes": reads.bytes,
+            "positions": reads.positions,
+            "bytes_per_position": reads.per_position(),
+            "bytes_per_round": specscope::engine::events::ratio(reads.bytes as f64, t.rounds as f64),
+        },
+        "signals_kernel": specscope::model::kernels::describe(),
     });
     println!("{}", serde_json::to_string_pretty(&out)?);
     Ok(())

@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 
 use specscope::bench::prompts::per_family;
-use specscope::engine::{DecodeEvent, EventSink, Scheduler, Submit};
+use specscope::engine::{DecodeEvent, EventSink, Submit};
 use specscope::model::TextTokenizer;
 use specscope::trace::{read_trace, Recorder, SessionEvent, Summary, TokenTexts, TraceEvent};
 
@@ -114,9 +114,10 @@ impl EventSink for RecordSink<'_> {
 
 fn record(args: RecordArgs) -> Result<()> {
     let options = args.decode.options()?;
+    let pricing = args.decode.cost.pricing()?;
     let records = args.prompts.records()?;
     let loaded = args.model.load()?;
-    let header = loaded.trace_header(&options);
+    let header = loaded.trace_header(&options, &pricing);
     let rec = Recorder::create(&args.out, &header)?;
     let mut sink = RecordSink {
         rec,
@@ -124,7 +125,7 @@ fn record(args: RecordArgs) -> Result<()> {
         texts: TokenTexts::default(),
         error: None,
     };
-    let mut sched = Scheduler::new(loaded.model.clone(), Some(loaded.tokenizer.clone()));
+    let mut sched = loaded.scheduler(&pricing);
     let mut id = 1;
     for r in per_family(&records, args.prompts.skip, args.prompts.limit) {
         let prompt = loaded.tokenizer.encode_chat(&r.messages(), false)?;

@@ -18,7 +18,7 @@ use ratatui::Terminal;
 use serde_json::json;
 
 use specscope::bench::prompts::per_family;
-use specscope::engine::{DecodeEvent, EngineHandle, NullSink, Scheduler, Submit, Timed};
+use specscope::engine::{DecodeEvent, EngineHandle, NullSink, Submit, Timed};
 use specscope::model::ChatMessage;
 use specscope::trace::{read_trace, TraceEvent};
 use specscope::tui::app::{run_live, Live, Player, Screen, TermInput, Ui};
@@ -174,6 +174,7 @@ fn key(code: KeyCode, m: KeyModifiers) -> TermInput {
 
 pub fn run(args: UiBenchArgs) -> Result<()> {
     let options = args.decode.options()?;
+    let pricing = args.decode.cost.pricing()?;
     let records = args.prompts.records()?;
     let loaded = args.model.load()?;
     let prompts: Vec<String> = per_family(&records, args.prompts.skip, args.prompts.limit)
@@ -187,7 +188,7 @@ pub fn run(args: UiBenchArgs) -> Result<()> {
     };
 
     // Headless: the scheduler alone, no listener.
-    let mut sched = Scheduler::new(loaded.model.clone(), Some(loaded.tokenizer.clone()));
+    let mut sched = loaded.scheduler(&pricing);
     let mut headless = |p: &str| -> Result<(f64, String)> {
         let prompt = encode(p)?;
         let start = Instant::now();
@@ -210,16 +211,13 @@ pub fn run(args: UiBenchArgs) -> Result<()> {
         std::env::temp_dir().join(format!("specscope-ui-bench-{}.jsonl", std::process::id()))
     });
     let log = Arc::new(Mutex::new(Vec::new()));
-    let (handle, events) = EngineHandle::spawn(Scheduler::new(
-        loaded.model.clone(),
-        Some(loaded.tokenizer.clone()),
-    ));
+    let (handle, events) = EngineHandle::spawn(loaded.scheduler(&pricing));
     let live = Live {
         handle,
         events: observe(events, log.clone()),
         tokenizer: loaded.tokenizer.clone(),
         context: loaded.model.config().max_position_embeddings,
-        header: loaded.trace_header(&options),
+        header: loaded.trace_header(&options, &pricing),
         record: rec.clone(),
     };
     let app_options = options.clone();

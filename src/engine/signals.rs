@@ -105,13 +105,47 @@ pub fn signals_of(row: &[f32], mask_id: u32) -> PosSignals {
 /// Bytes read out of logits tensors into host memory since the process started (the
 /// statistics' whole cost in transfers, for `run --json` and `profile`).
 static BYTES_TO_HOST: AtomicU64 = AtomicU64::new(0);
+/// Logits positions (rows) whose statistics were computed.
+static POSITIONS: AtomicU64 = AtomicU64::new(0);
 
-/// Bytes read out of logits into host memory so far.
-pub fn bytes_to_host() -> u64 {
-    BYTES_TO_HOST.load(Ordering::Relaxed)
+/// What the statistics have read into host memory so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct HostReads {
+    pub bytes: u64,
+    pub positions: u64,
 }
 
-fn count_bytes(n: usize) {
+impl HostReads {
+    /// The counters now.
+    pub fn now() -> Self {
+        Self {
+            bytes: BYTES_TO_HOST.load(Ordering::Relaxed),
+            positions: POSITIONS.load(Ordering::Relaxed),
+        }
+    }
+
+    /// What was read since `before`.
+    pub fn since(before: Self) -> Self {
+        let now = Self::now();
+        Self {
+            bytes: now.bytes.saturating_sub(before.bytes),
+            positions: now.positions.saturating_sub(before.positions),
+        }
+    }
+
+    pub fn per_position(&self) -> f64 {
+        crate::engine::events::ratio(self.bytes as f64, self.positions as f64)
+    }
+}
+
+/// `SPECSCOPE_SIGNALS=tensor`: the device path (tensor ops, O(k) numbers per position
+/// to the host) on the CPU too, to measure what a GPU would transfer.
+fn tensor_path_forced() -> bool {
+    static FORCED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *FORCED.get_or_init(|| std::env::var("SPECSCOPE_SIGNALS").is_ok_and(|v| v == "tensor"))
+}
+
+pub(crate) fn count_bytes(n: usize) {
     BYTES_TO_HOST.fetch_add(n as u64, Ordering::Relaxed);
 }
 
@@ -123,10 +157,27 @@ fn non_finite() -> anyhow::Error {
     )
 }
 
+/// Which path computes the statistics for logits on `device` (for reports).
+pub fn path(device: &candle_core::Device) -> &'static str {
+    use crate::model::kernels::{state, KernelState};
+    if device.is_cpu() && !tensor_path_forced() {
+        "host: whole logits rows read on the CPU"
+    } else if state() == KernelState::Passed {
+        "fused kernel: 2k+3 floats per position"
+    } else {
+        "tensor ops: 2k+3 numbers per position"
+    }
+}
+
 /// Signals for every row of a `(n, vocab)` logits tensor, where the logits are.
 pub fn signals(logits: &Tensor, mask_id: u32) -> Result<Vec<PosSignals>> {
-    if !logits.device().is_cpu() {
-        return device_signals(logits, mask_id);
+    POSITIONS.fetch_add(logits.dim(0)? as u64, Ordering::Relaxed);
+    if !logits.device().is_cpu() || tensor_path_forced() {
+        let raw = match crate::model::kernels::fused_signals(logits, mask_id)? {
+            Some(raw) => raw,
+            None => device_raw(logits, mask_id)?,
+        };
+        return raw.iter().map(RawStats::finish).collect();
     }
     let rows: Vec<Vec<f32>> = logits.to_dtype(DType::F32)?.to_vec2()?;
     count_bytes(rows.iter().map(|r| r.len() * 4).sum());
@@ -144,11 +195,70 @@ pub fn signals(logits: &Tensor, mask_id: u32) -> Result<Vec<PosSignals>> {
 /// sums stay finite: e^(FLOOR − max) is 0 and 0 · FLOOR is 0.
 const FLOOR: f64 = -1e30;
 
-/// The statistics with tensor ops on the logits' device: the maximum, Σ e^(x−max) and
-/// Σ e^(x−max)·(x−max), and the top-k by repeated argmax; then only those
-/// (k + 3 floats and k ids per position) come to the host, where the probabilities and
-/// the entropy follow as in `signals_of`.
+/// What crosses to the host per position when the statistics are computed on the
+/// device: the top-k logits (raw, best first, with their ids), the maximum m,
+/// S = Σ e^(x−m) and T = Σ e^(x−m)·(x−m), mask excluded. Both device paths (tensor ops
+/// and the fused kernel) produce it; `finish` turns it into `PosSignals`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RawStats {
+    pub top: Vec<(u32, f32)>,
+    pub max: f32,
+    pub sum: f64,
+    pub tilt: f64,
+}
+
+/// Floats per position that cross to the host on the device paths: k logits, k ids,
+/// m, S and T (4 bytes each).
+pub const fn raw_floats(k: usize) -> usize {
+    2 * k + 3
+}
+
+impl RawStats {
+    /// Probabilities, margin, confidence and entropy, as `signals_of` computes them.
+    pub fn finish(&self) -> Result<PosSignals> {
+        let (max, sum, tilt) = (self.max, self.sum, self.tilt);
+        let usable = max.is_finite() && max > FLOOR as f32 && sum > 0.0 && tilt.is_finite();
+        if !usable {
+            bail!(non_finite());
+        }
+        let top: Vec<(u32, f32)> = self
+            .top
+            .iter()
+            .filter(|(_, x)| *x > FLOOR as f32 / 2.0)
+            .map(|&(i, x)| (i, ((x - max).exp() as f64 / sum) as f32))
+            .collect();
+        let p1 = top.first().map_or(0.0, |t| t.1);
+        let p2 = top.get(1).map_or(0.0, |t| t.1);
+        Ok(PosSignals {
+            argmax: top.first().map_or(0, |t| t.0),
+            margin: p1 - p2,
+            confidence: p1,
+            entropy: (sum.ln() - tilt / sum) as f32,
+            top,
+        })
+    }
+}
+
+/// The statistics with tensor ops on the logits' device (the reference for the fused
+/// kernel, and its fallback): see `device_raw`.
 pub fn device_signals(logits: &Tensor, mask_id: u32) -> Result<Vec<PosSignals>> {
+    device_raw(logits, mask_id)?
+        .iter()
+        .map(RawStats::finish)
+        .collect()
+}
+
+/// The maximum, Σ e^(x−max) and Σ e^(x−max)·(x−max), and the top-k by repeated
+/// argmax, with tensor ops where the logits are; only those (k + 3 floats and k ids per
+/// position) come to the host.
+pub fn device_raw(logits: &Tensor, mask_id: u32) -> Result<Vec<RawStats>> {
+    let raw = device_raw_uncounted(logits, mask_id)?;
+    count_bytes(raw.len() * raw_floats(TOP_K) * 4);
+    Ok(raw)
+}
+
+/// `device_raw` without counting the bytes (the kernels' self-check).
+pub(crate) fn device_raw_uncounted(logits: &Tensor, mask_id: u32) -> Result<Vec<RawStats>> {
     let (n, v) = logits.dims2()?;
     if n == 0 {
         return Ok(Vec::new());
@@ -186,31 +296,16 @@ pub fn device_signals(logits: &Tensor, mask_id: u32) -> Result<Vec<PosSignals>> 
     cols.extend([max, sum, tilt]);
     let floats: Vec<Vec<f32>> = Tensor::cat(&cols, 1)?.to_vec2()?;
     let ids: Vec<Vec<u32>> = Tensor::cat(&ids, 1)?.to_vec2()?;
-    count_bytes(n * (2 * k + 3) * 4);
-    let mut out = Vec::with_capacity(n);
-    for (f, id) in floats.iter().zip(&ids) {
-        let (max, sum, tilt) = (f[k], f[k + 1] as f64, f[k + 2] as f64);
-        let usable = max.is_finite() && max > FLOOR as f32 && sum > 0.0 && tilt.is_finite();
-        if !usable {
-            bail!(non_finite());
-        }
-        let top: Vec<(u32, f32)> = id
-            .iter()
-            .zip(&f[..k])
-            .filter(|(_, x)| **x > FLOOR as f32 / 2.0)
-            .map(|(&i, &x)| (i, ((x - max).exp() as f64 / sum) as f32))
-            .collect();
-        let p1 = top.first().map_or(0.0, |t| t.1);
-        let p2 = top.get(1).map_or(0.0, |t| t.1);
-        out.push(PosSignals {
-            argmax: top.first().map_or(0, |t| t.0),
-            margin: p1 - p2,
-            confidence: p1,
-            entropy: (sum.ln() - tilt / sum) as f32,
-            top,
-        });
-    }
-    Ok(out)
+    Ok(floats
+        .iter()
+        .zip(&ids)
+        .map(|(f, id)| RawStats {
+            top: id.iter().copied().zip(f[..k].iter().copied()).collect(),
+            max: f[k],
+            sum: f[k + 1] as f64,
+            tilt: f[k + 2] as f64,
+        })
+        .collect())
 }
 
 #[cfg(test)]

@@ -13,8 +13,8 @@ use candle_nn::VarBuilder;
 use super::weights::Shards;
 use super::{expected_tensors, lora, Config, Model, ModelFiles};
 
-/// Largest weights (in the compute dtype) whose projections also get a transposed copy
-/// on the CPU (`proj.rs`): 1.5–3× faster block forwards, at twice the projection memory.
+/// Largest f32 weights whose projections also get a transposed copy on the CPU
+/// (`proj.rs`): 1.5–3× faster block forwards, at twice the projection memory.
 pub const TRANSPOSE_BUDGET: usize = 2 << 30;
 
 /// What loading found besides the model itself.
@@ -147,8 +147,10 @@ pub fn load(files: &ModelFiles, device: &Device, opts: LoadOptions) -> Result<(M
     };
     let vb = VarBuilder::from_backend(Box::new(shards), opts.dtype, device.clone());
     // The CPU's transposed projection copies double projection memory: worth it for
-    // the models a CPU runs fast, not for ones whose weights alone fill memory.
-    let transposed = device.is_cpu() && report.weight_bytes <= TRANSPOSE_BUDGET;
+    // the small f32 models a CPU runs fast, not for ones whose weights alone fill
+    // memory, nor in bf16/f16, which is chosen on a CPU to save memory.
+    let transposed =
+        device.is_cpu() && opts.dtype == DType::F32 && report.weight_bytes <= TRANSPOSE_BUDGET;
     let mut model = Model::new(&cfg, vb)
         .and_then(|m| m.for_inference(transposed))
         .with_context(|| format!("weights do not match config {config}"))?;

@@ -4,6 +4,7 @@
 pub mod backbone;
 pub mod cache;
 pub mod config;
+pub mod kernels;
 pub mod load;
 pub mod lora;
 pub mod ops;

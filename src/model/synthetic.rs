@@ -100,6 +100,44 @@ impl Spec {
         }
     }
 
+    /// The small model with the real NLD vocabulary (131,072): what the logits
+    /// statistics cost at full width.
+    pub fn real_vocab() -> Self {
+        Self {
+            vocab_size: 131_072,
+            ..Self::small_4m()
+        }
+    }
+
+    /// About 1.0B parameters with NLD's head layout (32k vocabulary, 18 layers of
+    /// hidden 2048): a large checkpoint for load-memory measurements.
+    pub fn nld_1b() -> Self {
+        Self {
+            vocab_size: 32_768,
+            hidden_size: 2048,
+            intermediate_size: 6144,
+            num_hidden_layers: 18,
+            num_attention_heads: 16,
+            num_key_value_heads: 4,
+            head_dim: 128,
+            max_position_embeddings: 4096,
+            dtype: DType::BF16,
+            ..Self::toy()
+        }
+    }
+
+    /// A spec by name (`toy`, `small-4m`, `bundled`, `real-vocab`, `nld-1b`).
+    pub fn named(name: &str) -> Option<Self> {
+        Some(match name {
+            "toy" => Self::toy(),
+            "small-4m" => Self::small_4m(),
+            "bundled" => Self::bundled(),
+            "real-vocab" => Self::real_vocab(),
+            "nld-1b" => Self::nld_1b(),
+            _ => return None,
+        })
+    }
+
     /// A toy that trains in seconds (its byte-level BPE needs a 320-token vocabulary).
     pub fn toy_trainable() -> Self {
         Self {
@@ -157,49 +195,138 @@ fn normal_tensor(rng: &mut Rng, shape: &[usize], std: f64) -> Result<Tensor> {
     Ok(Tensor::from_vec(v, shape, &Device::Cpu)?)
 }
 
-/// Every backbone tensor under its checkpoint name, random but deterministic.
-pub fn random_weights(spec: &Spec) -> Result<HashMap<String, Tensor>> {
-    let mut rng = Rng::new(spec.seed);
+/// How a synthetic tensor is filled.
+#[derive(Debug, Clone, Copy)]
+enum Init {
+    /// Normal samples with this standard deviation.
+    Normal(f64),
+    /// 1 + normal(0.1): a norm's weight.
+    Norm,
+    /// All ones.
+    Ones,
+}
+
+/// Every backbone tensor's checkpoint name, shape and fill, in the order the random
+/// stream fills them (so a spec's weights are the same however they are written).
+fn tensor_plan(spec: &Spec) -> Vec<(String, Vec<usize>, Init)> {
     let (h, i, v) = (spec.hidden_size, spec.intermediate_size, spec.vocab_size);
     let q = spec.num_attention_heads * spec.head_dim;
     let kv = spec.num_key_value_heads * spec.head_dim;
-    let mut w = HashMap::new();
-    w.insert(
+    let lin = |out: usize, inp: usize| (vec![out, inp], Init::Normal(1.0 / (inp as f64).sqrt()));
+    let mut plan = vec![(
         "encoder.embed_tokens.weight".to_string(),
-        normal_tensor(&mut rng, &[v, h], 1.0)?,
-    );
-    let lin = |rng: &mut Rng, out: usize, inp: usize| {
-        normal_tensor(rng, &[out, inp], 1.0 / (inp as f64).sqrt())
-    };
+        vec![v, h],
+        Init::Normal(1.0),
+    )];
     for l in 0..spec.num_hidden_layers {
         let p = format!("encoder.layers.{l}");
-        let norm =
-            |rng: &mut Rng| -> Result<Tensor> { Ok((normal_tensor(rng, &[h], 0.1)? + 1.0)?) };
-        w.insert(format!("{p}.input_layernorm.weight"), norm(&mut rng)?);
-        w.insert(
-            format!("{p}.post_attention_layernorm.weight"),
-            norm(&mut rng)?,
-        );
-        w.insert(format!("{p}.self_attn.q_proj.weight"), lin(&mut rng, q, h)?);
-        w.insert(
-            format!("{p}.self_attn.k_proj.weight"),
-            lin(&mut rng, kv, h)?,
-        );
-        w.insert(
-            format!("{p}.self_attn.v_proj.weight"),
-            lin(&mut rng, kv, h)?,
-        );
-        w.insert(format!("{p}.self_attn.o_proj.weight"), lin(&mut rng, h, q)?);
-        w.insert(format!("{p}.mlp.gate_proj.weight"), lin(&mut rng, i, h)?);
-        w.insert(format!("{p}.mlp.up_proj.weight"), lin(&mut rng, i, h)?);
-        w.insert(format!("{p}.mlp.down_proj.weight"), lin(&mut rng, h, i)?);
+        let layer = [
+            ("input_layernorm", (vec![h], Init::Norm)),
+            ("post_attention_layernorm", (vec![h], Init::Norm)),
+            ("self_attn.q_proj", lin(q, h)),
+            ("self_attn.k_proj", lin(kv, h)),
+            ("self_attn.v_proj", lin(kv, h)),
+            ("self_attn.o_proj", lin(h, q)),
+            ("mlp.gate_proj", lin(i, h)),
+            ("mlp.up_proj", lin(i, h)),
+            ("mlp.down_proj", lin(h, i)),
+        ];
+        for (name, (shape, init)) in layer {
+            plan.push((format!("{p}.{name}.weight"), shape, init));
+        }
     }
-    w.insert(
-        "encoder.norm.weight".to_string(),
-        Tensor::ones(h, DType::F32, &Device::Cpu)?,
-    );
-    w.insert("diffusion_head.weight".to_string(), lin(&mut rng, v, h)?);
-    Ok(w)
+    plan.push(("encoder.norm.weight".to_string(), vec![h], Init::Ones));
+    let (shape, init) = lin(v, h);
+    plan.push(("diffusion_head.weight".to_string(), shape, init));
+    plan
+}
+
+fn fill(rng: &mut Rng, shape: &[usize], init: Init) -> Result<Tensor> {
+    match init {
+        Init::Normal(std) => normal_tensor(rng, shape, std),
+        Init::Norm => Ok((normal_tensor(rng, shape, 0.1)? + 1.0)?),
+        Init::Ones => Ok(Tensor::ones(shape, DType::F32, &Device::Cpu)?),
+    }
+}
+
+/// Every backbone tensor under its checkpoint name, random but deterministic.
+pub fn random_weights(spec: &Spec) -> Result<HashMap<String, Tensor>> {
+    let mut rng = Rng::new(spec.seed);
+    tensor_plan(spec)
+        .into_iter()
+        .map(|(name, shape, init)| Ok((name, fill(&mut rng, &shape, init)?)))
+        .collect()
+}
+
+/// Parameters of a spec's backbone.
+pub fn param_count(spec: &Spec) -> usize {
+    tensor_plan(spec)
+        .iter()
+        .map(|(_, s, _)| s.iter().product::<usize>())
+        .sum()
+}
+
+/// Writes `random_weights(spec)` as one safetensors file in `spec.dtype`, one tensor
+/// in memory at a time, so that checkpoints larger than memory can be written.
+pub fn write_weights_streaming(spec: &Spec, path: &Path) -> Result<()> {
+    use std::io::Write;
+    let plan = tensor_plan(spec);
+    let elem = spec.dtype.size_in_bytes();
+    let tag = match spec.dtype {
+        DType::F32 => "F32",
+        DType::BF16 => "BF16",
+        DType::F16 => "F16",
+        d => anyhow::bail!("synthetic checkpoints are f32, bf16 or f16, not {d:?}"),
+    };
+    let mut header = serde_json::Map::new();
+    let mut offset = 0usize;
+    for (name, shape, _) in &plan {
+        let bytes = shape.iter().product::<usize>() * elem;
+        header.insert(
+            name.clone(),
+            serde_json::json!({"dtype": tag, "shape": shape, "data_offsets": [offset, offset + bytes]}),
+        );
+        offset += bytes;
+    }
+    let mut text = serde_json::to_string(&header)?.into_bytes();
+    while text.len() % 8 != 0 {
+        text.push(b' ');
+    }
+    let file =
+        std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+    let write = |out: &mut std::io::BufWriter<std::fs::File>, b: &[u8]| {
+        out.write_all(b)
+            .with_context(|| format!("cannot write {}", path.display()))
+    };
+    write(&mut out, &(text.len() as u64).to_le_bytes())?;
+    write(&mut out, &text)?;
+    let mut rng = Rng::new(spec.seed);
+    for (_, shape, init) in &plan {
+        let t = fill(&mut rng, shape, *init)?
+            .to_dtype(spec.dtype)?
+            .flatten_all()?;
+        let bytes: Vec<u8> = match spec.dtype {
+            DType::F32 => t
+                .to_vec1::<f32>()?
+                .iter()
+                .flat_map(|x| x.to_le_bytes())
+                .collect(),
+            DType::BF16 => t
+                .to_vec1::<half::bf16>()?
+                .iter()
+                .flat_map(|x| x.to_le_bytes())
+                .collect(),
+            _ => t
+                .to_vec1::<half::f16>()?
+                .iter()
+                .flat_map(|x| x.to_le_bytes())
+                .collect(),
+        };
+        write(&mut out, &bytes)?;
+    }
+    out.flush()
+        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// GPT-2's byte-to-printable-character table used by byte-level BPE.
@@ -270,11 +397,7 @@ fn save(tensors: &HashMap<String, Tensor>, dtype: DType, path: &Path) -> Result<
 pub fn write_checkpoint(dir: &Path, spec: &Spec) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     write_json(&dir.join("config.json"), &spec.config_json())?;
-    save(
-        &random_weights(spec)?,
-        spec.dtype,
-        &dir.join("model.safetensors"),
-    )?;
+    write_weights_streaming(spec, &dir.join("model.safetensors"))?;
     write_json(&dir.join("tokenizer.json"), &byte_tokenizer_json())?;
     write_json(
         &dir.join("tokenizer_config.json"),

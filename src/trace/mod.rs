@@ -45,6 +45,12 @@ pub struct TraceHeader {
     pub options: DecodeOptions,
     /// How risky positions were defined.
     pub risk: RiskDefinition,
+    /// Where the block policy's prices came from (`--cost-profile`), and whether they
+    /// were fixed; empty in recordings made before it was recorded.
+    pub cost_profile: String,
+    /// The command line and machine that made the recording (empty in older files).
+    pub command: String,
+    pub machine: String,
 }
 
 impl<'de> Deserialize<'de> for TraceHeader {
@@ -68,6 +74,12 @@ impl<'de> Deserialize<'de> for TraceHeader {
             device: String,
             options: Option<DecodeOptions>,
             risk: RiskDefinition,
+            #[serde(default)]
+            cost_profile: String,
+            #[serde(default)]
+            command: String,
+            #[serde(default)]
+            machine: String,
             // Event version 1.
             mode: Option<Mode>,
             block_policy: Option<Blocks>,
@@ -101,6 +113,9 @@ impl<'de> Deserialize<'de> for TraceHeader {
             device: r.device,
             options,
             risk: r.risk,
+            cost_profile: r.cost_profile,
+            command: r.command,
+            machine: r.machine,
         })
     }
 }
@@ -142,6 +157,9 @@ impl TraceHeader {
                 threshold: options.risk_threshold,
             },
             options,
+            cost_profile: String::new(),
+            command: String::new(),
+            machine: String::new(),
         }
     }
 }

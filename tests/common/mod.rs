@@ -7,6 +7,17 @@ use candle_core::{Device, Tensor};
 use specscope::model::synthetic::{self, Spec};
 use specscope::model::{self, AttnRule, KvCache, LogitSel, Model, ModelSource, Row, RowBatch};
 
+/// The device the model tests run on: `SPECSCOPE_TEST_DEVICE=cuda` on a GPU machine
+/// (with `--features cuda`; `scripts/gpu-check.sh` sets it), the CPU otherwise.
+pub fn device() -> Device {
+    match std::env::var("SPECSCOPE_TEST_DEVICE").as_deref() {
+        Ok("cuda") => model::select_device("cuda")
+            .expect("SPECSCOPE_TEST_DEVICE=cuda needs a `--features cuda` build and a GPU"),
+        Ok("cpu") | Err(_) => Device::Cpu,
+        Ok(other) => panic!("SPECSCOPE_TEST_DEVICE={other}: expected cpu or cuda"),
+    }
+}
+
 /// Writes a synthetic checkpoint into a fresh temporary directory.
 pub fn checkpoint(spec: &Spec) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -19,7 +30,7 @@ pub fn load(dir: &Path) -> Model {
     let files = ModelSource::Local(dir.to_path_buf())
         .resolve()
         .expect("resolve");
-    model::load(&files, &Device::Cpu, model::LoadOptions::default())
+    model::load(&files, &device(), model::LoadOptions::default())
         .expect("load")
         .0
 }
@@ -87,7 +98,7 @@ pub fn fixture_prompts(n_per_family: usize) -> (Model, Vec<Vec<u32>>) {
         .resolve()
         .expect("fixture");
     let (model, _) =
-        model::load(&files, &Device::Cpu, model::LoadOptions::default()).expect("load fixture");
+        model::load(&files, &device(), model::LoadOptions::default()).expect("load fixture");
     let tok = model::load_tokenizer(&files, model.config()).expect("tokenizer");
     let none = std::collections::HashSet::new();
     let mut prompts = Vec::new();

@@ -4,6 +4,7 @@
 //! overlap ask it what a forward, a row and a round cost.
 
 mod online;
+pub mod roofline;
 
 pub use online::OnlineCost;
 
@@ -34,14 +35,20 @@ pub struct Profile {
     pub points: Vec<ProfilePoint>,
 }
 
-/// ms = fixed + Σ_rows (per_row + per_token·t + per_token_ctx·t·ctx), plus
-/// per_draft_token·t for a draft row (bidirectional, through the draft LoRA).
+/// ms = fixed + Σ_rows (per_row + per_row_ctx·ctx + per_token·t + per_token_ctx·t·ctx),
+/// plus per_draft_token·t for a draft row (bidirectional, through the draft LoRA).
+/// per_row_ctx prices reading a row's cached context once per forward (what bounds a
+/// GPU's few-token forwards), per_token_ctx attending to it from every query token
+/// (what bounds a CPU's).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct CostModel {
     pub fixed_ms: f64,
     pub per_row_ms: f64,
     pub per_token_ms: f64,
     pub per_token_ctx_ms: f64,
+    /// Absent from profiles fitted before it existed (then 0).
+    #[serde(default)]
+    pub per_row_ctx_ms: f64,
     /// Not in a profile (which times verify rows); learned online (`OnlineCost`).
     #[serde(default)]
     pub per_draft_token_ms: f64,
@@ -82,12 +89,13 @@ impl CostModel {
             );
         }
         let varies = |f: &dyn Fn(&ProfilePoint) -> usize| pts.iter().any(|p| f(p) != f(&pts[0]));
-        // Terms: fixed, per row, per row·token, per row·token·cache.
+        // Terms: fixed, per row, per row·token, per row·token·cache, per row·cache.
         let used = [
             true,
             varies(&|p| p.rows),
             varies(&|p| p.tokens),
             varies(&|p| p.cache_len),
+            varies(&|p| p.cache_len) && varies(&|p| p.tokens),
         ];
         let mut notes = Vec::new();
         for (u, what) in used.iter().zip([
@@ -95,12 +103,13 @@ impl CostModel {
             "one row count: the per-row cost is folded into the fixed cost",
             "one token count: the per-token cost is folded into the per-row cost",
             "one cache length: the context's cost is folded into the per-token cost",
+            "the context's cost per row and per token cannot be told apart: it is all priced per token",
         ]) {
             if !u {
                 notes.push(what.to_string());
             }
         }
-        let idx: Vec<usize> = (0..4).filter(|&i| used[i]).collect();
+        let idx: Vec<usize> = (0..used.len()).filter(|&i| used[i]).collect();
         let k = idx.len();
         ensure!(
             pts.len() >= k,
@@ -111,7 +120,7 @@ impl CostModel {
         let mut atb = vec![0f64; k];
         for p in pts {
             let (r, t, c) = (p.rows as f64, p.tokens as f64, p.cache_len as f64);
-            let full = [1.0, r, r * t, r * t * c];
+            let full = [1.0, r, r * t, r * t * c, r * c];
             // A term left out is carried by the one before it (its value is constant).
             let x: Vec<f64> = idx.iter().map(|&i| full[i]).collect();
             let w = 1.0 / (p.median_ms * p.median_ms).max(1e-12);
@@ -125,7 +134,7 @@ impl CostModel {
         let sol = solve_vec(ata, atb).context(
             "the cost profile's points do not separate the terms of the cost model (it needs rows, tokens and cache lengths that vary independently)",
         )?;
-        let mut w = [0f64; 4];
+        let mut w = [0f64; 5];
         for (j, &i) in idx.iter().enumerate() {
             w[i] = sol[j];
         }
@@ -134,6 +143,7 @@ impl CostModel {
             per_row_ms: w[1].max(0.0),
             per_token_ms: w[2].max(0.0),
             per_token_ctx_ms: w[3].max(0.0),
+            per_row_ctx_ms: w[4].max(0.0),
             per_draft_token_ms: 0.0,
             per_round_ms: 0.0,
             source: source.to_string(),
@@ -148,6 +158,7 @@ impl CostModel {
             per_row_ms: 0.0,
             per_token_ms: 0.0,
             per_token_ctx_ms: 0.0,
+            per_row_ctx_ms: 0.0,
             per_draft_token_ms: 0.0,
             per_round_ms: 0.0,
             source: source.to_string(),
@@ -167,6 +178,7 @@ impl CostModel {
             per_row_ms: 0.5,
             per_token_ms: 0.2,
             per_token_ctx_ms: 0.0002,
+            per_row_ctx_ms: 0.0,
             per_draft_token_ms: 0.0,
             per_round_ms: 0.0,
             source: "built-in fallback".to_string(),
@@ -196,7 +208,11 @@ impl CostModel {
     /// Cost of one row of `tokens` query tokens after `ctx` committed positions.
     pub fn row_ms(&self, tokens: usize, ctx: usize) -> f64 {
         let t = tokens as f64;
-        self.per_row_ms + self.per_token_ms * t + self.per_token_ctx_ms * t * ctx as f64
+        let c = ctx as f64;
+        self.per_row_ms
+            + self.per_row_ctx_ms * c
+            + self.per_token_ms * t
+            + self.per_token_ctx_ms * t * c
     }
 
     /// Cost of one draft row of `tokens` tokens after `ctx` committed positions.
@@ -242,13 +258,14 @@ impl CostModel {
     }
 
     /// The coefficients in the order of `ForwardShape::features`.
-    pub fn coefficients(&self) -> [f64; 5] {
+    pub fn coefficients(&self) -> [f64; TERMS] {
         [
             self.fixed_ms,
             self.per_row_ms,
             self.per_token_ms,
             self.per_token_ctx_ms,
             self.per_draft_token_ms,
+            self.per_row_ctx_ms,
         ]
     }
 
@@ -259,6 +276,9 @@ impl CostModel {
     }
 }
 
+/// Terms of the cost model (`coefficients`, `ForwardShape::features`).
+pub const TERMS: usize = 6;
+
 /// What a forward computed, in the cost model's terms.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct ForwardShape {
@@ -267,20 +287,77 @@ pub struct ForwardShape {
     pub tokens: usize,
     /// Σ query tokens × committed positions of their row.
     pub token_ctx: usize,
+    /// Σ committed positions of each row (its cache, read once).
+    pub row_ctx: usize,
     /// Σ query tokens of draft rows.
     pub draft_tokens: usize,
 }
 
 impl ForwardShape {
-    /// [1, rows, tokens, tokens·ctx, draft tokens].
-    pub fn features(&self) -> [f64; 5] {
+    /// [1, rows, tokens, tokens·ctx, draft tokens, rows·ctx].
+    pub fn features(&self) -> [f64; TERMS] {
         [
             1.0,
             self.rows as f64,
             self.tokens as f64,
             self.token_ctx as f64,
             self.draft_tokens as f64,
+            self.row_ctx as f64,
         ]
+    }
+}
+
+/// The prices decisions start from, and whether the run's own forwards may refit them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pricing {
+    pub cost: CostModel,
+    /// Refit online from this run's forwards.
+    pub learn: bool,
+}
+
+/// `--cost-profile` values that name a shipped profile, with what they are.
+pub const NAMED_PROFILES: &[(&str, &str)] = &[
+    ("cpu", "the development CPU's measured profile (built in)"),
+    ("b200-nld8b", "NLD-8B on a B200, roofline model"),
+    ("h200-nld8b", "NLD-8B on an H200, roofline model"),
+];
+
+impl Pricing {
+    /// `--cost-profile`: nothing (the saved profile, else the built-in CPU one), `cpu`,
+    /// a GPU roofline profile by name, or a `specscope profile --json` file. A GPU
+    /// profile keeps its prices fixed: this machine's forwards would otherwise teach
+    /// the policy this machine's prices, and the point is to decide as that GPU would.
+    pub fn select(spec: Option<&str>) -> Result<Self> {
+        let (cost, learn) = match spec {
+            None => (CostModel::load_default(), true),
+            Some("cpu") => (CostModel::builtin_fit()?, true),
+            Some(name) if roofline::named(name).is_some() => {
+                let p = roofline::named(name).context("a named roofline profile")?;
+                (CostModel::fit(&p, &p.model)?, false)
+            }
+            Some(path) => {
+                let p = Path::new(path);
+                if !p.exists() {
+                    let names: Vec<&str> = NAMED_PROFILES.iter().map(|n| n.0).collect();
+                    anyhow::bail!(
+                        "--cost-profile {path}: no such file, and not one of {}",
+                        names.join(", ")
+                    );
+                }
+                (CostModel::from_file(p)?, true)
+            }
+        };
+        Ok(Self { cost, learn })
+    }
+
+    /// The source, and whether the run refits it.
+    pub fn describe(&self) -> String {
+        let how = if self.learn {
+            "refitted online"
+        } else {
+            "fixed"
+        };
+        format!("{} ({how})", self.cost.source)
     }
 }
 

@@ -8,6 +8,11 @@
 
 use super::{solve, CostModel, ForwardShape};
 
+/// Coefficients learned online: all but the per-row context price, which stays the
+/// profile's (a run's contexts grow with its tokens, so a run cannot tell it from the
+/// per-token context price).
+const LEARNED: usize = 5;
+
 /// Weight of the profile prior, in forwards' worth of evidence per coefficient.
 const PRIOR_FORWARDS: f64 = 1.0;
 /// Per-forward decay of old evidence (about the last 300 forwards count).
@@ -23,8 +28,8 @@ pub struct OnlineCost {
     prior: CostModel,
     current: CostModel,
     learn: bool,
-    ata: [[f64; 5]; 5],
-    atb: [f64; 5],
+    ata: [[f64; LEARNED]; LEARNED],
+    atb: [f64; LEARNED],
     observed: usize,
     rounds: usize,
 }
@@ -35,8 +40,8 @@ impl OnlineCost {
             current: prior.clone(),
             prior,
             learn: true,
-            ata: [[0.0; 5]; 5],
-            atb: [0.0; 5],
+            ata: [[0.0; LEARNED]; LEARNED],
+            atb: [0.0; LEARNED],
             observed: 0,
             rounds: 0,
         }
@@ -70,11 +75,13 @@ impl OnlineCost {
         }
         let x = shape.features();
         let w = 1.0 / (ms * ms);
-        for i in 0..5 {
-            for j in 0..5 {
+        // What the fixed per-row context price explains is taken out first.
+        let y = ms - self.prior.per_row_ctx_ms * x[LEARNED];
+        for i in 0..LEARNED {
+            for j in 0..LEARNED {
                 self.ata[i][j] = DECAY * self.ata[i][j] + w * x[i] * x[j];
             }
-            self.atb[i] = DECAY * self.atb[i] + w * x[i] * ms;
+            self.atb[i] = DECAY * self.atb[i] + w * x[i] * y;
         }
         self.observed += 1;
         if self.observed >= WARMUP {
@@ -110,7 +117,7 @@ impl OnlineCost {
         };
         let mut a = self.ata;
         let mut b = self.atb;
-        for j in 0..5 {
+        for j in 0..LEARNED {
             let k = PRIOR_FORWARDS / (scale(j) * scale(j));
             a[j][j] += k;
             b[j] += k * theta0[j];
@@ -125,6 +132,7 @@ impl OnlineCost {
             per_token_ms: w[2].max(0.0),
             per_token_ctx_ms: w[3].max(0.0),
             per_draft_token_ms: w[4].max(0.0),
+            per_row_ctx_ms: self.prior.per_row_ctx_ms,
             per_round_ms: self.current.per_round_ms,
             source: format!("{} + {} forwards", self.prior.source, self.observed),
         })
@@ -141,6 +149,7 @@ mod tests {
             per_row_ms: 0.5,
             per_token_ms: 0.2,
             per_token_ctx_ms: 1e-4,
+            per_row_ctx_ms: 0.0,
             per_draft_token_ms: 0.0,
             per_round_ms: 0.0,
             source: "test".into(),
@@ -152,6 +161,7 @@ mod tests {
             rows,
             tokens: rows * t,
             token_ctx: rows * t * ctx,
+            row_ctx: rows * ctx,
             draft_tokens: if draft { rows * t } else { 0 },
         }
     }
@@ -164,6 +174,7 @@ mod tests {
             per_row_ms: 0.2,
             per_token_ms: 0.25,
             per_token_ctx_ms: 1e-4,
+            per_row_ctx_ms: 0.0,
             per_draft_token_ms: 0.1,
             per_round_ms: 0.0,
             source: "truth".into(),

@@ -7,8 +7,10 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
+mod rounds;
 mod stats;
 
+pub use rounds::{round_records, RoundRecord};
 pub use stats::{add_hist, count_in, hist_mean, keyed, ratio, RequestStats, RoundTally, Tally};
 
 /// Version of the event schema (recordings carry it in their header).

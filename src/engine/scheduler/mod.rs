@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 pub use request::{Finished, Submit};
 use request::{Pending, ReqState};
 
-use super::cost::{CostModel, ForwardShape};
+use super::cost::{CostModel, ForwardShape, Pricing};
 use super::events::{BlockDecision, DecodeEvent, EventSink, Origin, Phase, RequestId};
 use super::options::DecodeOptions;
 use super::overlap::{self, Branch, BranchKind, BranchRoom, HitRates};
@@ -35,6 +35,9 @@ pub struct ForwardCounts {
     pub fused: usize,
     pub rows: usize,
     pub query_tokens: usize,
+    /// Decode forwards priced by the cost profile the run started from (not the
+    /// online refit): the time they would take on the profile's machine.
+    pub modeled_ms: f64,
 }
 
 /// How a round's requests share forwards.
@@ -73,6 +76,8 @@ pub struct Scheduler {
     model: Model,
     tokenizer: Option<TextTokenizer>,
     policy: BlockPolicy,
+    /// The profile as given, for `ForwardCounts::modeled_ms`.
+    price_list: CostModel,
     hit_rates: HitRates,
     requests: Vec<ReqState>,
     finished: Vec<Finished>,
@@ -89,10 +94,12 @@ impl Scheduler {
     pub fn new(model: Model, tokenizer: Option<TextTokenizer>) -> Self {
         let mask = model.config().mask_token_id();
         let eos = model.config().eos_token_ids();
+        let cost = CostModel::load_default();
         Self {
             model,
             tokenizer,
-            policy: BlockPolicy::new(SurvivalTables::builtin(), CostModel::load_default()),
+            policy: BlockPolicy::new(SurvivalTables::builtin(), cost.clone()),
+            price_list: cost,
             hit_rates: HitRates::default(),
             requests: Vec::new(),
             finished: Vec::new(),
@@ -117,8 +124,14 @@ impl Scheduler {
 
     /// The cost profile decisions start from (refitted online unless turned off).
     pub fn with_cost(mut self, cost: CostModel) -> Self {
+        self.price_list = cost.clone();
         self.policy.set_cost(cost);
         self
+    }
+
+    /// `with_cost` and `with_cost_learning` from a `--cost-profile` choice.
+    pub fn with_pricing(self, p: Pricing) -> Self {
+        self.with_cost(p.cost).with_cost_learning(p.learn)
     }
 
     /// Whether the cost model learns from this run's forwards (on by default; off keeps
@@ -257,6 +270,11 @@ impl Scheduler {
                 .iter()
                 .map(|r| r.tokens.len() * self.requests[reqs[r.cache]].cache.len())
                 .sum(),
+            row_ctx: batch
+                .rows
+                .iter()
+                .map(|r| self.requests[reqs[r.cache]].cache.len())
+                .sum(),
             draft_tokens: batch
                 .rows
                 .iter()
@@ -281,6 +299,7 @@ impl Scheduler {
         if phase != Phase::Prefill {
             c.rows += batch.rows.len();
             c.query_tokens += batch.num_tokens();
+            c.modeled_ms += self.price_list.predict(&shape);
         }
         sink.emit(DecodeEvent::Forward {
             phase,

@@ -1,0 +1,204 @@
+//! Rounds read back from an event stream (a run's sink or a recording): one record per
+//! verified block with what the analyses need (acceptance, the first rejection and the
+//! draft's view of it, the branch outcome). `eval` and `plot` are built on it.
+
+use std::collections::HashMap;
+
+use super::{BranchKind, BranchOutcome, DecodeEvent, RequestId};
+
+/// One verified round.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoundRecord {
+    pub req: RequestId,
+    /// The request's prompt family, when it was given one.
+    pub family: Option<String>,
+    pub round: usize,
+    /// Block size B (1: an AR step).
+    pub block: usize,
+    /// Tokens advanced: accepted drafts + the bonus token.
+    pub advance: usize,
+    /// The first rejected block position (1-based; `None`: the whole block passed).
+    pub first_reject: Option<usize>,
+    /// The draft's margin at the first rejection (drafts recorded with detail, or
+    /// margins, only).
+    pub margin_at_reject: Option<f32>,
+    /// At the first rejection, the verifier's token is the draft's second choice
+    /// (drafts recorded with their top-k only).
+    pub second_choice_right: Option<bool>,
+    /// Positions the draft flagged risky.
+    pub risky: Vec<usize>,
+    /// The block came from a branch of the previous round.
+    pub reused: Option<BranchKind>,
+    /// Branch rows fused with this round's verification.
+    pub built: Vec<BranchKind>,
+    /// What became of this round's branches, if it built any.
+    pub branches: Option<BranchOutcome>,
+}
+
+/// Every verified round in `events`, in order. Requests may interleave.
+pub fn round_records<'a>(events: impl IntoIterator<Item = &'a DecodeEvent>) -> Vec<RoundRecord> {
+    let mut family: HashMap<RequestId, String> = HashMap::new();
+    let mut drafts: HashMap<RequestId, &'a DecodeEvent> = HashMap::new();
+    let mut built: HashMap<RequestId, Vec<BranchKind>> = HashMap::new();
+    let mut out: Vec<RoundRecord> = Vec::new();
+    // Index in `out` of each request's last round, for its branch outcome.
+    let mut last: HashMap<RequestId, usize> = HashMap::new();
+    for e in events {
+        match e {
+            DecodeEvent::RequestStarted {
+                req,
+                family: Some(f),
+                ..
+            } => {
+                family.insert(*req, f.clone());
+            }
+            DecodeEvent::Drafted { req, .. } => {
+                drafts.insert(*req, e);
+            }
+            DecodeEvent::BranchesBuilt { req, branches, .. } => {
+                built.insert(*req, branches.iter().map(|b| b.kind).collect());
+            }
+            DecodeEvent::Verified {
+                req,
+                round,
+                accepted,
+                first_reject,
+                verifier_tokens,
+                ..
+            } => {
+                let draft = drafts.remove(req);
+                let (block, margins, detail, risky, reused) = match draft {
+                    Some(DecodeEvent::Drafted {
+                        block,
+                        margins,
+                        detail,
+                        risky,
+                        reused,
+                        ..
+                    }) => (
+                        block.len(),
+                        margins.as_slice(),
+                        detail.as_slice(),
+                        risky.clone(),
+                        *reused,
+                    ),
+                    // An AR step verifies its one token without a draft.
+                    _ => (1, &[][..], &[][..], Vec::new(), None),
+                };
+                let at = |q: usize| q.checked_sub(1);
+                let margin_at_reject = first_reject
+                    .and_then(at)
+                    .and_then(|i| margins.get(i).copied());
+                let second_choice_right = first_reject.and_then(at).and_then(|i| {
+                    let pos = detail.get(i)?;
+                    let verifier = verifier_tokens.get(i)?;
+                    Some(pos.top.get(1).is_some_and(|t| t.0 == *verifier))
+                });
+                last.insert(*req, out.len());
+                out.push(RoundRecord {
+                    req: *req,
+                    family: family.get(req).cloned(),
+                    round: *round,
+                    block,
+                    advance: accepted + 1,
+                    first_reject: *first_reject,
+                    margin_at_reject,
+                    second_choice_right,
+                    risky,
+                    reused,
+                    built: built.remove(req).unwrap_or_default(),
+                    branches: None,
+                });
+            }
+            DecodeEvent::BranchResolved { req, outcome, .. } => {
+                if let Some(&i) = last.get(req) {
+                    out[i].branches = Some(*outcome);
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::events::PosView;
+
+    fn pos(top: &[(u32, f32)]) -> PosView {
+        PosView {
+            margin: top[0].1 - top.get(1).map_or(0.0, |t| t.1),
+            confidence: top[0].1,
+            entropy: 0.0,
+            top: top.to_vec(),
+        }
+    }
+
+    #[test]
+    fn rounds_pair_drafts_with_verdicts_per_request() {
+        let drafted = |req, block: Vec<u32>, detail: Vec<PosView>| DecodeEvent::Drafted {
+            req,
+            round: 1,
+            margins: detail.iter().map(|p| p.margin).collect(),
+            block,
+            risky: vec![2],
+            reused: None,
+            detail,
+        };
+        let events = vec![
+            DecodeEvent::RequestStarted {
+                req: 1,
+                mode: crate::engine::Mode::Linear,
+                blocks: crate::engine::Blocks::Fixed(4),
+                overlap: false,
+                prompt_tokens: 3,
+                max_new_tokens: 8,
+                family: Some("math".into()),
+            },
+            drafted(
+                1,
+                vec![5, 6, 7, 8],
+                vec![
+                    pos(&[(6, 0.9)]),
+                    pos(&[(7, 0.5), (9, 0.4)]),
+                    pos(&[(8, 0.9)]),
+                ],
+            ),
+            drafted(2, vec![5, 6], vec![pos(&[(6, 0.9)])]),
+            DecodeEvent::Verified {
+                req: 2,
+                round: 1,
+                accepted: 1,
+                first_reject: None,
+                verifier_tokens: vec![6, 3],
+                bonus: 3,
+                detail: vec![],
+            },
+            DecodeEvent::Verified {
+                req: 1,
+                round: 1,
+                accepted: 1,
+                first_reject: Some(2),
+                verifier_tokens: vec![6, 9, 1],
+                bonus: 9,
+                detail: vec![],
+            },
+        ];
+        let r = round_records(&events);
+        assert_eq!(r.len(), 2);
+        assert_eq!((r[0].req, r[0].block, r[0].advance), (2, 2, 2));
+        assert_eq!(r[0].family, None);
+        assert_eq!(r[1].family.as_deref(), Some("math"));
+        assert_eq!(
+            (r[1].block, r[1].advance, r[1].first_reject),
+            (4, 2, Some(2))
+        );
+        assert_eq!(
+            r[1].second_choice_right,
+            Some(true),
+            "9 was the draft's second"
+        );
+        assert!((r[1].margin_at_reject.unwrap() - 0.1).abs() < 1e-6);
+    }
+}

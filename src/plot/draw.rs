@@ -1,0 +1,922 @@
+//! The figures drawn with plotters into SVG strings. Colours come from the screen's
+//! theme roles (accepted, rejected, risky, branch kinds); every series also has its own
+//! marker or pattern, so a figure reads in black and white.
+
+use anyhow::{anyhow, Result};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+use ratatui::style::{Color as TermColor, Style};
+
+use super::data::{
+    Acceptance, BlockShares, Branches, ConcurrencySeries, FirstReject, Latency, PositionCurve,
+};
+use crate::tui::theme::Theme;
+
+pub const SIZE: (u32, u32) = (900, 560);
+const FONT: &str = "sans-serif";
+
+/// The theme's colours for figures.
+#[derive(Debug, Clone)]
+pub struct Palette {
+    pub text: RGBColor,
+    pub dim: RGBColor,
+    pub accepted: RGBColor,
+    pub rejected: RGBColor,
+    pub risky: RGBColor,
+    pub correction: RGBColor,
+    pub continuation: RGBColor,
+    pub hit: RGBColor,
+    /// Colours for series with no role of their own, in order.
+    pub series: Vec<RGBColor>,
+}
+
+/// The xterm colour of a terminal colour.
+fn rgb(c: TermColor) -> Option<RGBColor> {
+    const BASE: [(u8, u8, u8); 16] = [
+        (0, 0, 0),
+        (205, 0, 0),
+        (0, 205, 0),
+        (205, 205, 0),
+        (0, 0, 238),
+        (205, 0, 205),
+        (0, 205, 205),
+        (229, 229, 229),
+        (127, 127, 127),
+        (255, 0, 0),
+        (0, 255, 0),
+        (255, 255, 0),
+        (92, 92, 255),
+        (255, 0, 255),
+        (0, 255, 255),
+        (255, 255, 255),
+    ];
+    let idx = |i: usize| BASE.get(i).map(|&(r, g, b)| RGBColor(r, g, b));
+    match c {
+        TermColor::Rgb(r, g, b) => Some(RGBColor(r, g, b)),
+        TermColor::Black => idx(0),
+        TermColor::Red => idx(1),
+        TermColor::Green => idx(2),
+        TermColor::Yellow => idx(3),
+        TermColor::Blue => idx(4),
+        TermColor::Magenta => idx(5),
+        TermColor::Cyan => idx(6),
+        TermColor::Gray => idx(7),
+        TermColor::DarkGray => idx(8),
+        TermColor::LightRed => idx(9),
+        TermColor::LightGreen => idx(10),
+        TermColor::LightYellow => idx(11),
+        TermColor::LightBlue => idx(12),
+        TermColor::LightMagenta => idx(13),
+        TermColor::LightCyan => idx(14),
+        TermColor::White => idx(15),
+        TermColor::Indexed(i) if i < 16 => idx(i as usize),
+        TermColor::Indexed(i) if i >= 232 => {
+            let v = 8 + 10 * (i - 232);
+            Some(RGBColor(v, v, v))
+        }
+        TermColor::Indexed(i) => {
+            let i = i - 16;
+            let level = |x: u8| if x == 0 { 0 } else { 55 + 40 * x };
+            Some(RGBColor(level(i / 36), level((i / 6) % 6), level(i % 6)))
+        }
+        TermColor::Reset => None,
+    }
+}
+
+/// The colour a role is seen in: its background where the text on it is white (a
+/// badge such as `rejected` or `hit`), else its foreground.
+fn ink(style: Style) -> Option<RGBColor> {
+    let fg = style.fg.and_then(rgb);
+    let bg = style.bg.and_then(rgb);
+    match (fg, bg) {
+        (Some(RGBColor(255, 255, 255)), Some(b)) | (None, Some(b)) => Some(b),
+        (Some(f), _) => Some(f),
+        (None, None) => None,
+    }
+}
+
+impl Palette {
+    pub fn from_theme(t: &Theme) -> Self {
+        let role = |s: Style, fallback: RGBColor| ink(s).unwrap_or(fallback);
+        let accepted = role(t.accepted, RGBColor(17, 99, 41));
+        let rejected = role(t.rejected, RGBColor(207, 34, 46));
+        let risky = role(t.risky, RGBColor(188, 76, 0));
+        let correction = role(t.correction, RGBColor(154, 103, 0));
+        let continuation = role(t.continuation, RGBColor(9, 105, 218));
+        let bonus = role(t.bonus, RGBColor(130, 80, 223));
+        let reused = role(t.reused, RGBColor(27, 124, 131));
+        Self {
+            text: role(t.text, BLACK),
+            dim: role(t.dim, RGBColor(140, 149, 159)),
+            accepted,
+            rejected,
+            risky,
+            correction,
+            continuation,
+            hit: role(t.hit, accepted),
+            series: vec![
+                continuation,
+                accepted,
+                risky,
+                bonus,
+                correction,
+                reused,
+                rejected,
+            ],
+        }
+    }
+
+    fn series(&self, i: usize) -> RGBColor {
+        self.series[i % self.series.len()]
+    }
+}
+
+fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
+    anyhow!("drawing the figure: {e}")
+}
+
+/// Marker glyphs, one per series in turn (shapes, not colour alone, tell series apart).
+const GLYPHS: [&str; 6] = ["●", "▲", "■", "◆", "✕", "○"];
+
+/// A marker for series `i` at `at`.
+fn marker<C>(i: usize, at: C, color: RGBColor) -> Text<'static, C, &'static str> {
+    glyph(GLYPHS[i % GLYPHS.len()], at, color)
+}
+
+fn glyph<C>(g: &'static str, at: C, color: RGBColor) -> Text<'static, C, &'static str> {
+    let centre = Pos::new(HPos::Center, VPos::Center);
+    Text::new(g, at, (FONT, 14).into_font().color(&color).pos(centre))
+}
+
+/// Splits `text` into lines of at most `width` characters at `sep` boundaries.
+fn wrap(text: &str, width: usize, sep: &str) -> Vec<String> {
+    let mut lines = vec![String::new()];
+    for (i, part) in text.split(sep).enumerate() {
+        let last = lines.last_mut().expect("one line at least");
+        let piece = if i == 0 {
+            part.to_string()
+        } else {
+            format!("{sep}{part}")
+        };
+        if !last.is_empty() && last.chars().count() + piece.chars().count() > width {
+            lines.push(piece.trim_start_matches(sep).to_string());
+        } else {
+            last.push_str(&piece);
+        }
+    }
+    lines
+}
+
+/// The figure's frame: the title (and a subtitle) centred at the top, the caption (its
+/// source) at the bottom, wrapped; returns the area between.
+fn frame<'a>(
+    root: &DrawingArea<SVGBackend<'a>, Shift>,
+    title: &str,
+    caption: &str,
+    pal: &Palette,
+) -> Result<DrawingArea<SVGBackend<'a>, Shift>> {
+    root.fill(&WHITE).map_err(err)?;
+    let (w, h) = root.dim_in_pixel();
+    let titles: Vec<&str> = title.lines().collect();
+    let head_h = 12 + 24 * titles.len() as u32;
+    let (head, rest) = root.split_vertically(head_h);
+    let centre = Pos::new(HPos::Center, VPos::Top);
+    for (i, line) in titles.iter().enumerate() {
+        let size = if i == 0 { 20 } else { 14 };
+        head.draw(&Text::new(
+            line.to_string(),
+            (w as i32 / 2, 8 + 24 * i as i32),
+            (FONT, size).into_font().color(&pal.text).pos(centre),
+        ))
+        .map_err(err)?;
+    }
+    let lines = wrap(caption, (w / 7) as usize, " · ");
+    let foot_h = 10 + 16 * lines.len() as u32;
+    let (body, foot) = rest.split_vertically(h.saturating_sub(head_h + foot_h));
+    for (i, line) in lines.iter().enumerate() {
+        foot.draw(&Text::new(
+            line.clone(),
+            (10, 4 + 16 * i as i32),
+            (FONT, 12).into_font().color(&pal.dim),
+        ))
+        .map_err(err)?;
+    }
+    Ok(body)
+}
+
+fn svg(draw: impl FnOnce(&DrawingArea<SVGBackend, Shift>) -> Result<()>) -> Result<String> {
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, SIZE).into_drawing_area();
+        draw(&root)?;
+        root.present().map_err(err)?;
+    }
+    Ok(out)
+}
+
+/// Figure 1: share of rounds by tokens advanced, one panel per family, full blocks
+/// stacked on top in the accepted colour, the rest (a rejection) in the rejected one.
+pub fn acceptance(a: &Acceptance, caption: &str, pal: &Palette) -> Result<String> {
+    svg(|root| {
+        let total = a.total();
+        let title = format!(
+            "Tokens advanced per round: {}\n{} rounds; advancing > 16 tokens: {:.1}%; first rejection within the first 8 positions: {:.1}%",
+            a.what,
+            total.rounds(),
+            100.0 * total.share_above(16),
+            100.0 * total.share_failing_within(8)
+        );
+        let body = frame(root, &title, caption, pal)?;
+        let n = a.families.len().max(1);
+        let panels = body.split_evenly((n, 1));
+        let max_a = a
+            .families
+            .iter()
+            .map(|h| h.full.len())
+            .max()
+            .unwrap_or(2)
+            .max(2);
+        for (k, (h, area)) in a.families.iter().zip(&panels).enumerate() {
+            let rounds = h.rounds().max(1) as f64;
+            let top = (0..h.full.len())
+                .map(|i| (h.full[i] + h.partial[i]) as f64 / rounds)
+                .fold(0.0, f64::max)
+                .max(0.05);
+            let mut chart = ChartBuilder::on(area)
+                .margin(6)
+                .x_label_area_size(28)
+                .y_label_area_size(56)
+                .build_cartesian_2d(0.5f64..max_a as f64 - 0.5, 0f64..top * 1.15)
+                .map_err(err)?;
+            chart
+                .configure_mesh()
+                .disable_x_mesh()
+                .light_line_style(WHITE)
+                .x_label_formatter(&|v| {
+                    if (v - v.round()).abs() > 1e-6 {
+                        String::new()
+                    } else {
+                        format!("{v:.0}")
+                    }
+                })
+                .x_desc("tokens advanced (accepted drafts + 1)")
+                .y_desc(format!("{} rounds", h.label))
+                .y_label_formatter(&|v| format!("{:.0}%", 100.0 * v))
+                .axis_desc_style((FONT, 13))
+                .draw()
+                .map_err(err)?;
+            for i in 1..h.full.len() {
+                let (p, f) = (h.partial[i] as f64 / rounds, h.full[i] as f64 / rounds);
+                let x = i as f64;
+                if p > 0.0 {
+                    chart
+                        .draw_series(std::iter::once(Rectangle::new(
+                            [(x - 0.4, 0.0), (x + 0.4, p)],
+                            pal.rejected.mix(0.55).filled(),
+                        )))
+                        .map_err(err)?;
+                }
+                if f > 0.0 {
+                    // Full blocks: solid fill and a heavy outline, told apart without colour.
+                    chart
+                        .draw_series([
+                            Rectangle::new([(x - 0.4, p), (x + 0.4, p + f)], pal.accepted.filled()),
+                            Rectangle::new([(x - 0.4, p), (x + 0.4, p + f)], BLACK.stroke_width(2)),
+                        ])
+                        .map_err(err)?;
+                }
+            }
+            chart
+                .draw_series(std::iter::empty::<Circle<(f64, f64), i32>>())
+                .map_err(err)?
+                .label("full block (outlined)")
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 14, y + 5)], pal.accepted.filled())
+                });
+            chart
+                .draw_series(std::iter::empty::<Circle<(f64, f64), i32>>())
+                .map_err(err)?
+                .label("ended by a rejection")
+                .legend(move |(x, y)| {
+                    Rectangle::new(
+                        [(x, y - 5), (x + 14, y + 5)],
+                        pal.rejected.mix(0.55).filled(),
+                    )
+                });
+            if k == 0 {
+                chart
+                    .configure_series_labels()
+                    .position(SeriesLabelPosition::UpperLeft)
+                    .background_style(WHITE.mix(0.85))
+                    .border_style(pal.dim)
+                    .label_font((FONT, 12))
+                    .draw()
+                    .map_err(err)?;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// A line chart of several series with markers.
+struct Lines<'a> {
+    title: String,
+    x_desc: &'a str,
+    y_desc: &'a str,
+    x: std::ops::Range<f64>,
+    y: std::ops::Range<f64>,
+    log_x: bool,
+    percent_y: bool,
+}
+
+/// One line of a line chart.
+struct Series {
+    label: String,
+    color: RGBColor,
+    points: Vec<(f64, f64)>,
+    /// Thin (a baseline or a model), else heavy.
+    thin: bool,
+    /// Marker shape index, or none (a fitted curve).
+    marker: Option<usize>,
+}
+
+fn lines(
+    l: &Lines,
+    series: &[Series],
+    area: &DrawingArea<SVGBackend, Shift>,
+    pal: &Palette,
+) -> Result<()> {
+    let mut chart = ChartBuilder::on(area)
+        .margin(8)
+        .caption(&l.title, (FONT, 15).into_font().color(&pal.text))
+        .x_label_area_size(36)
+        .y_label_area_size(60)
+        .build_cartesian_2d(l.x.clone(), l.y.clone())
+        .map_err(err)?;
+    let log_x = l.log_x;
+    let percent = l.percent_y;
+    let fine_y = l.y.end - l.y.start < 20.0;
+    chart
+        .configure_mesh()
+        .x_desc(l.x_desc)
+        .y_desc(l.y_desc)
+        .light_line_style(WHITE)
+        .x_label_formatter(&|v| {
+            // Whole values only (powers of two on a log axis).
+            if (v - v.round()).abs() > 1e-6 {
+                String::new()
+            } else if log_x {
+                format!("{:.0}", v.round().exp2())
+            } else {
+                format!("{v:.0}")
+            }
+        })
+        .y_label_formatter(&|v| {
+            if percent {
+                format!("{:.0}%", 100.0 * v)
+            } else if fine_y {
+                format!("{v:.2}")
+            } else {
+                format!("{v:.0}")
+            }
+        })
+        .axis_desc_style((FONT, 13))
+        .draw()
+        .map_err(err)?;
+    for s in series {
+        let color = s.color;
+        let style = if s.thin {
+            color.stroke_width(1)
+        } else {
+            color.stroke_width(2)
+        };
+        let xs: Vec<(f64, f64)> = s
+            .points
+            .iter()
+            .map(|&(x, y)| (if log_x { x.max(1e-9).log2() } else { x }, y))
+            .collect();
+        chart
+            .draw_series(LineSeries::new(xs.clone(), style))
+            .map_err(err)?
+            .label(s.label.clone())
+            .legend(move |(x, y)| {
+                // A fitted curve's legend has no marker: a blank one keeps one type.
+                let glyph = match s.marker {
+                    Some(m) => marker(m, (0, 0), color),
+                    None => glyph("", (0, 0), color),
+                };
+                EmptyElement::at((x + 10, y))
+                    + PathElement::new(vec![(-10, 0), (10, 0)], style)
+                    + glyph
+            });
+        if let Some(m) = s.marker {
+            chart
+                .draw_series(xs.iter().map(|&p| marker(m, p, color)))
+                .map_err(err)?;
+        }
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(pal.dim)
+        .label_font((FONT, 12))
+        .draw()
+        .map_err(err)?;
+    Ok(())
+}
+
+fn range(values: impl Iterator<Item = f64>, from_zero: bool) -> std::ops::Range<f64> {
+    let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
+        (a.min(v), b.max(v))
+    });
+    if !lo.is_finite() {
+        return 0.0..1.0;
+    }
+    let lo = if from_zero { 0.0f64.min(lo) } else { lo };
+    let pad = ((hi - lo) * 0.08).max(1e-3);
+    (lo - if from_zero { 0.0 } else { pad })..(hi + pad)
+}
+
+/// Figure 2: P(position i accepted | reached), one line per block size.
+pub fn positions(
+    curves: &[PositionCurve],
+    what: &str,
+    caption: &str,
+    pal: &Palette,
+) -> Result<String> {
+    svg(|root| {
+        let body = frame(
+            root,
+            &format!("Per-position acceptance: P(position i accepted | reached), {what}"),
+            caption,
+            pal,
+        )?;
+        let series: Vec<Series> = curves
+            .iter()
+            .enumerate()
+            .map(|(i, c)| Series {
+                label: format!("B = {}", c.block),
+                color: pal.series(i),
+                points: c.points.iter().map(|p| (p.0 as f64, p.1)).collect(),
+                thin: false,
+                marker: Some(i),
+            })
+            .collect();
+        let max_pos = curves.iter().map(|c| c.block).max().unwrap_or(2) as f64;
+        lines(
+            &Lines {
+                title: String::new(),
+                x_desc: "block position i (1 = first drafted token)",
+                y_desc: "accepted when reached",
+                x: 0.5..max_pos - 0.5,
+                y: 0.0..1.05,
+                log_x: false,
+                percent_y: true,
+            },
+            &series,
+            &body,
+            pal,
+        )
+    })
+}
+
+/// Figure 3: forward latency against query tokens per row, one line per row count,
+/// measured (markers, solid) and the fitted cost model (thin).
+pub fn latency(l: &Latency, caption: &str, pal: &Palette) -> Result<String> {
+    svg(|root| {
+        let body = frame(
+            root,
+            &format!(
+                "Forward latency after {} cached positions: measured and the fitted cost model",
+                l.cache_len
+            ),
+            caption,
+            pal,
+        )?;
+        let mut series: Vec<Series> = Vec::new();
+        for (i, (rows, pts)) in l.measured.iter().enumerate() {
+            let color = pal.series(i);
+            series.push(Series {
+                label: format!("{rows} row(s), measured"),
+                color,
+                points: pts.iter().map(|&(t, ms)| (t as f64, ms)).collect(),
+                thin: false,
+                marker: Some(i),
+            });
+            series.push(Series {
+                label: format!("{rows} row(s), fitted"),
+                color,
+                points: pts
+                    .iter()
+                    .map(|&(t, _)| (t as f64, l.fitted.forward_ms(*rows, t, l.cache_len)))
+                    .collect(),
+                thin: true,
+                marker: None,
+            });
+        }
+        let xs = series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.0.max(1.0).log2()));
+        let x = range(xs, false);
+        let y = range(
+            series.iter().flat_map(|s| s.points.iter().map(|p| p.1)),
+            true,
+        );
+        lines(
+            &Lines {
+                title: String::new(),
+                x_desc: "query tokens per row (log scale)",
+                y_desc: "ms per forward",
+                x,
+                y,
+                log_x: true,
+                percent_y: false,
+            },
+            &series,
+            &body,
+            pal,
+        )
+    })
+}
+
+/// Figure 4: tokens/s (measured, and modeled where the bench priced it) and TPF
+/// against concurrency, one line per configuration; AR and the best LinearSS drawn
+/// thin as baselines.
+pub fn throughput(s: &[ConcurrencySeries], caption: &str, pal: &Palette) -> Result<String> {
+    svg(|root| {
+        let body = frame(
+            root,
+            "Throughput and tokens per forward against concurrency",
+            caption,
+            pal,
+        )?;
+        let modeled = s.iter().any(|x| x.points.iter().any(|p| p.3 > 0.0));
+        let panels = body.split_evenly((1, if modeled { 3 } else { 2 }));
+        let color = |i: usize, name: &str| match name {
+            "ar" => pal.dim,
+            "best LinearSS" => pal.text,
+            _ => pal.series(i),
+        };
+        let baseline = |name: &str| name == "ar" || name == "best LinearSS";
+        let pick = |f: fn(&(usize, f64, f64, f64)) -> f64| -> Vec<Series> {
+            s.iter()
+                .enumerate()
+                .map(|(i, x)| Series {
+                    label: x.config.clone(),
+                    color: color(i, &x.config),
+                    points: x.points.iter().map(|p| (p.0 as f64, f(p))).collect(),
+                    thin: baseline(&x.config),
+                    marker: Some(i),
+                })
+                .collect()
+        };
+        let mut charts = vec![
+            ("tokens/s (measured, this machine)", pick(|p| p.1)),
+            ("tokens per forward (TPF)", pick(|p| p.2)),
+        ];
+        if modeled {
+            charts.push(("tokens/s modeled by the cost profile", pick(|p| p.3)));
+        }
+        for ((y_desc, series), area) in charts.iter().zip(&panels) {
+            let x = range(
+                series
+                    .iter()
+                    .flat_map(|s| s.points.iter().map(|p| p.0.max(1.0).log2())),
+                false,
+            );
+            let y = range(
+                series.iter().flat_map(|s| s.points.iter().map(|p| p.1)),
+                true,
+            );
+            lines(
+                &Lines {
+                    title: y_desc.to_string(),
+                    x_desc: "concurrency C (log scale)",
+                    y_desc,
+                    x,
+                    y,
+                    log_x: true,
+                    percent_y: false,
+                },
+                series,
+                area,
+                pal,
+            )?;
+        }
+        Ok(())
+    })
+}
+
+/// Figure 5: block sizes chosen, as stacked shares per concurrency (a bench), or per
+/// round over a session (a recording).
+pub fn block_shares(b: &BlockShares, caption: &str, pal: &Palette) -> Result<String> {
+    svg(|root| {
+        let body = frame(
+            root,
+            &format!("Block sizes chosen by {} against concurrency", b.config),
+            caption,
+            pal,
+        )?;
+        let mut blocks: Vec<usize> = b
+            .by_c
+            .iter()
+            .flat_map(|(_, s)| s.iter().map(|x| x.0))
+            .collect();
+        blocks.sort_unstable();
+        blocks.dedup();
+        let n = b.by_c.len();
+        let mut chart = ChartBuilder::on(&body)
+            .margin(8)
+            .x_label_area_size(36)
+            .y_label_area_size(60)
+            .build_cartesian_2d(-0.5f64..n as f64 - 0.5, 0f64..1.0)
+            .map_err(err)?;
+        let labels: Vec<String> = b.by_c.iter().map(|(c, _)| format!("C = {c}")).collect();
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .light_line_style(WHITE)
+            .x_labels(n.max(1))
+            .x_label_formatter(&|v| {
+                let i = v.round();
+                if (v - i).abs() < 1e-6 && i >= 0.0 {
+                    labels.get(i as usize).cloned().unwrap_or_default()
+                } else {
+                    String::new()
+                }
+            })
+            .y_desc("share of rounds")
+            .y_label_formatter(&|v| format!("{:.0}%", 100.0 * v))
+            .axis_desc_style((FONT, 13))
+            .draw()
+            .map_err(err)?;
+        for (k, &block) in blocks.iter().enumerate() {
+            let color = pal.series(k);
+            let fill = color.mix(if k % 2 == 0 { 0.9 } else { 0.45 }).filled();
+            let rects: Vec<Rectangle<(f64, f64)>> = b
+                .by_c
+                .iter()
+                .enumerate()
+                .filter_map(|(i, (_, shares))| {
+                    let below: f64 = shares.iter().filter(|x| x.0 < block).map(|x| x.1).sum();
+                    let own = shares.iter().find(|x| x.0 == block)?.1;
+                    let x = i as f64;
+                    Some(Rectangle::new(
+                        [(x - 0.35, below), (x + 0.35, below + own)],
+                        fill,
+                    ))
+                })
+                .collect();
+            // The size written on each segment that has room: readable without colour.
+            let texts: Vec<Text<(f64, f64), String>> = b
+                .by_c
+                .iter()
+                .enumerate()
+                .filter_map(|(i, (_, shares))| {
+                    let below: f64 = shares.iter().filter(|x| x.0 < block).map(|x| x.1).sum();
+                    let own = shares.iter().find(|x| x.0 == block)?.1;
+                    (own > 0.06).then(|| {
+                        Text::new(
+                            format!("B={block}"),
+                            (i as f64 - 0.1, below + own / 2.0),
+                            (FONT, 12).into_font().color(&pal.text),
+                        )
+                    })
+                })
+                .collect();
+            chart
+                .draw_series(rects)
+                .map_err(err)?
+                .label(if block == 1 {
+                    "B = 1 (AR step)".to_string()
+                } else {
+                    format!("B = {block}")
+                })
+                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], fill));
+            chart.draw_series(texts).map_err(err)?;
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(pal.dim)
+            .label_font((FONT, 12))
+            .draw()
+            .map_err(err)?;
+        Ok(())
+    })
+}
+
+/// Figure 5 from a recording: each round's block size in session order, by request.
+pub fn block_timeline(
+    t: &[(u64, Vec<(usize, usize)>)],
+    caption: &str,
+    pal: &Palette,
+) -> Result<String> {
+    svg(|root| {
+        let body = frame(
+            root,
+            "Block size of every round over the session",
+            caption,
+            pal,
+        )?;
+        let series: Vec<Series> = t
+            .iter()
+            .enumerate()
+            .map(|(i, (req, pts))| Series {
+                label: format!("request {req}"),
+                color: pal.series(i),
+                points: pts.iter().map(|&(r, b)| (r as f64, b as f64)).collect(),
+                thin: true,
+                marker: Some(i),
+            })
+            .collect();
+        let x = range(
+            series.iter().flat_map(|s| s.points.iter().map(|p| p.0)),
+            true,
+        );
+        let y = range(
+            series.iter().flat_map(|s| s.points.iter().map(|p| p.1)),
+            true,
+        );
+        lines(
+            &Lines {
+                title: String::new(),
+                x_desc: "round (session order)",
+                y_desc: "block size B",
+                x,
+                y,
+                log_x: false,
+                percent_y: false,
+            },
+            &series,
+            &body,
+            pal,
+        )
+    })
+}
+
+/// Figure 6: branch rows built and reused by kind (left), and the draft at its first
+/// rejection (right: margin histogram, split by whether the verifier took the draft's
+/// second choice).
+pub fn branches(
+    b: &Branches,
+    reject: Option<&FirstReject>,
+    risk_threshold: f32,
+    caption: &str,
+    pal: &Palette,
+) -> Result<String> {
+    svg(|root| {
+        let mut title = format!("Branch rows and the first rejection: {}", b.what);
+        if let Some(r) = reject {
+            title.push_str(&format!(
+                "\n{} rejections: the verifier took the draft's 2nd choice in {:.0}%; the draft's margin was below {risk_threshold} in {:.0}%",
+                r.rejects(),
+                100.0 * r.second_share(),
+                100.0 * r.below(risk_threshold)
+            ));
+        }
+        let body = frame(root, &title, caption, pal)?;
+        let panels = body.split_evenly((1, if reject.is_some() { 2 } else { 1 }));
+        let n = b.kinds.len();
+        let mut chart = ChartBuilder::on(&panels[0])
+            .margin(8)
+            .caption(
+                "hit rate by branch kind",
+                (FONT, 15).into_font().color(&pal.text),
+            )
+            .x_label_area_size(36)
+            .y_label_area_size(60)
+            .build_cartesian_2d(-0.5f64..n.max(1) as f64 - 0.5, 0f64..1.0)
+            .map_err(err)?;
+        let labels: Vec<String> = b.kinds.iter().map(|k| k.0.clone()).collect();
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .light_line_style(WHITE)
+            .x_labels(n.max(1))
+            .x_label_formatter(&|v| {
+                let i = v.round();
+                if (v - i).abs() < 1e-6 && i >= 0.0 {
+                    labels.get(i as usize).cloned().unwrap_or_default()
+                } else {
+                    String::new()
+                }
+            })
+            .y_desc("rows reused / rows built")
+            .y_label_formatter(&|v| format!("{:.0}%", 100.0 * v))
+            .axis_desc_style((FONT, 13))
+            .draw()
+            .map_err(err)?;
+        for (i, (label, built, hits)) in b.kinds.iter().enumerate() {
+            let rate = *hits as f64 / (*built).max(1) as f64;
+            let color = if label.contains("continuation") {
+                pal.continuation
+            } else {
+                pal.correction
+            };
+            let x = i as f64;
+            chart
+                .draw_series([
+                    Rectangle::new([(x - 0.3, 0.0), (x + 0.3, rate)], color.filled()),
+                    Rectangle::new([(x - 0.3, 0.0), (x + 0.3, rate)], BLACK.stroke_width(1)),
+                ])
+                .map_err(err)?;
+            chart
+                .draw_series(std::iter::once(Text::new(
+                    format!("{hits}/{built}"),
+                    (x - 0.15, (rate + 0.04).min(0.95)),
+                    (FONT, 12).into_font().color(&pal.text),
+                )))
+                .map_err(err)?;
+        }
+        if let Some(r) = reject {
+            let bins = 10usize;
+            let hist = |m: &[f32]| -> Vec<f64> {
+                let mut h = vec![0f64; bins];
+                for &x in m {
+                    let k = ((x.clamp(0.0, 0.9999) * bins as f32) as usize).min(bins - 1);
+                    h[k] += 1.0;
+                }
+                let n = r.rejects().max(1) as f64;
+                h.iter().map(|c| c / n).collect()
+            };
+            let (right, wrong) = (hist(&r.second_right), hist(&r.second_wrong));
+            let top = right
+                .iter()
+                .zip(&wrong)
+                .map(|(a, b)| a + b)
+                .fold(0.0, f64::max)
+                .max(0.05);
+            let mut chart = ChartBuilder::on(&panels[1])
+                .margin(8)
+                .caption(
+                    "draft margin at the first rejection",
+                    (FONT, 15).into_font().color(&pal.text),
+                )
+                .x_label_area_size(36)
+                .y_label_area_size(60)
+                .build_cartesian_2d(0f64..1.0, 0f64..top * 1.15)
+                .map_err(err)?;
+            chart
+                .configure_mesh()
+                .disable_x_mesh()
+                .light_line_style(WHITE)
+                .x_desc("draft margin p1 − p2 at the rejected position")
+                .y_desc("share of rejections")
+                .y_label_formatter(&|v| format!("{:.0}%", 100.0 * v))
+                .axis_desc_style((FONT, 13))
+                .draw()
+                .map_err(err)?;
+            let w = 1.0 / bins as f64;
+            let bars =
+                |lower: &[f64], own: &[f64], color: ShapeStyle| -> Vec<Rectangle<(f64, f64)>> {
+                    own.iter()
+                        .enumerate()
+                        .filter(|(_, v)| **v > 0.0)
+                        .map(|(k, v)| {
+                            let x = k as f64 * w;
+                            let base = lower.get(k).copied().unwrap_or(0.0);
+                            Rectangle::new([(x + 0.1 * w, base), (x + 0.9 * w, base + v)], color)
+                        })
+                        .collect()
+                };
+            let risky = pal.risky;
+            let rejected = pal.rejected;
+            chart
+                .draw_series(bars(&[], &right, risky.filled()))
+                .map_err(err)?
+                .label("verifier took the draft's 2nd choice (solid)")
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 14, y + 5)], risky.filled())
+                });
+            chart
+                .draw_series(bars(&right, &wrong, rejected.stroke_width(2)))
+                .map_err(err)?
+                .label("something else (outlined)")
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 14, y + 5)], rejected.stroke_width(2))
+                });
+            chart
+                .draw_series(std::iter::once(PathElement::new(
+                    vec![
+                        (risk_threshold as f64, 0.0),
+                        (risk_threshold as f64, top * 1.1),
+                    ],
+                    pal.dim.stroke_width(1),
+                )))
+                .map_err(err)?;
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::UpperRight)
+                .background_style(WHITE.mix(0.85))
+                .border_style(pal.dim)
+                .label_font((FONT, 12))
+                .draw()
+                .map_err(err)?;
+        }
+        Ok(())
+    })
+}

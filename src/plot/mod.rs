@@ -1,0 +1,325 @@
+//! `specscope plot`: the pictures decoding is read by, as SVG, from a bench JSON
+//! (`bench --json`), a recording (`--record`, `trace record`) and a profile
+//! (`profile --json`). Each figure states its source (command, model, machine, date)
+//! in a caption line. `data` extracts the series, `draw` draws them.
+
+pub mod data;
+mod draw;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+
+pub use draw::Palette;
+
+use crate::bench::sweep::BenchResult;
+use crate::engine::cost::{CostModel, Profile, ProfilePoint};
+use crate::engine::events::{round_records, RoundRecord};
+use crate::trace::{read_trace, TraceEvent};
+
+/// Where a figure's numbers come from, for its caption.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Source {
+    /// The input file.
+    pub file: String,
+    pub command: Option<String>,
+    pub model: String,
+    pub machine: Option<String>,
+    pub date: Option<String>,
+}
+
+impl Source {
+    /// One line: the command (else the file), model, machine and date.
+    pub fn caption(&self) -> String {
+        let unknown = "not recorded";
+        format!(
+            "source: {} · model: {} · machine: {} · date: {}",
+            self.command
+                .as_deref()
+                .map_or_else(|| self.file.clone(), |c| format!("`{c}`")),
+            self.model,
+            self.machine.as_deref().unwrap_or(unknown),
+            self.date.as_deref().unwrap_or(unknown)
+        )
+    }
+}
+
+/// A bench JSON file.
+#[derive(Debug, Clone)]
+pub struct BenchFile {
+    pub source: Source,
+    pub results: Vec<BenchResult>,
+}
+
+#[derive(Deserialize)]
+struct BenchJson {
+    model: String,
+    results: Vec<BenchResult>,
+    #[serde(default)]
+    provenance: Option<crate::Provenance>,
+}
+
+fn source(file: &Path, model: String, p: Option<crate::Provenance>) -> Source {
+    let p = p.unwrap_or_default();
+    let some = |s: String| (!s.is_empty()).then_some(s);
+    Source {
+        file: file.display().to_string(),
+        command: some(p.command),
+        model,
+        machine: some(p.machine),
+        date: some(p.date),
+    }
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path, what: &str) -> Result<T> {
+    let text = crate::read_bounded(path, 256 << 20)
+        .with_context(|| format!("cannot read the {what} {}", path.display()))?;
+    if text.trim().is_empty() {
+        bail!("{}: empty file, not a {what}", path.display());
+    }
+    serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{}: not a {what} (expected the JSON it writes)",
+            path.display()
+        )
+    })
+}
+
+/// Reads a `specscope bench --json` file.
+pub fn read_bench(path: &Path) -> Result<BenchFile> {
+    let b: BenchJson = read_json(path, "bench result file (`specscope bench --json`)")?;
+    if b.results.is_empty() {
+        bail!("{}: the bench file holds no results", path.display());
+    }
+    Ok(BenchFile {
+        source: source(path, b.model, b.provenance),
+        results: b.results,
+    })
+}
+
+/// A profile JSON file with its fitted cost model.
+#[derive(Debug, Clone)]
+pub struct ProfileFile {
+    pub source: Source,
+    pub profile: Profile,
+    pub fitted: CostModel,
+}
+
+#[derive(Deserialize)]
+struct ProfileJson {
+    model: String,
+    points: Vec<ProfilePoint>,
+    #[serde(default)]
+    provenance: Option<crate::Provenance>,
+}
+
+/// Reads a `specscope profile --json` file and fits it.
+pub fn read_profile(path: &Path) -> Result<ProfileFile> {
+    let p: ProfileJson = read_json(path, "profile (`specscope profile --json`)")?;
+    let profile = Profile {
+        model: p.model.clone(),
+        points: p.points,
+    };
+    let fitted = CostModel::fit(&profile, &path.display().to_string())
+        .with_context(|| format!("{}: cannot fit a cost model", path.display()))?;
+    Ok(ProfileFile {
+        source: source(path, p.model, p.provenance),
+        profile,
+        fitted,
+    })
+}
+
+/// A recording's rounds.
+#[derive(Debug, Clone)]
+pub struct RecordingFile {
+    pub source: Source,
+    pub rounds: Vec<RoundRecord>,
+    /// What the recorded requests started with (for titles).
+    pub what: String,
+    pub risk_threshold: f32,
+}
+
+/// Reads a recording.
+pub fn read_recording(path: &Path) -> Result<RecordingFile> {
+    let t = read_trace(path)?;
+    let events: Vec<&crate::engine::DecodeEvent> = t
+        .events
+        .iter()
+        .filter_map(|s| match &s.event {
+            TraceEvent::Decode(e) => Some(e),
+            TraceEvent::Session(_) => None,
+        })
+        .collect();
+    let rounds = round_records(events);
+    if rounds.is_empty() {
+        bail!("{}: the recording holds no verified rounds", path.display());
+    }
+    let h = &t.header;
+    let some = |s: &str| (!s.is_empty()).then(|| s.to_string());
+    Ok(RecordingFile {
+        source: Source {
+            file: path.display().to_string(),
+            command: some(&h.command).or_else(|| Some(format!("recording {}", path.display()))),
+            model: h.model.clone(),
+            machine: some(&h.machine).or_else(|| Some(format!("device {}", h.device))),
+            date: (h.created_unix > 0).then(|| crate::utc_date(h.created_unix)),
+        },
+        rounds,
+        what: h.options.label(),
+        risk_threshold: h.risk.threshold,
+    })
+}
+
+/// What `plot` draws from.
+#[derive(Debug, Clone, Default)]
+pub struct Inputs {
+    pub bench: Option<BenchFile>,
+    pub recording: Option<RecordingFile>,
+    pub profile: Option<ProfileFile>,
+    /// The bench configuration figures 1 and 6 show (default: chosen per figure).
+    pub config: Option<String>,
+}
+
+/// One drawn figure.
+#[derive(Debug, Clone)]
+pub struct Figure {
+    /// File stem, e.g. `acceptance-length`.
+    pub name: String,
+    pub svg: String,
+}
+
+/// Every figure the inputs allow.
+pub fn figures(inputs: &Inputs, pal: &Palette) -> Result<Vec<Figure>> {
+    let mut out = Vec::new();
+    let mut push = |name: &str, svg: Result<String>| -> Result<()> {
+        out.push(Figure {
+            name: name.to_string(),
+            svg: svg.with_context(|| format!("figure {name}"))?,
+        });
+        Ok(())
+    };
+    let bench = inputs.bench.as_ref();
+    let rec = inputs.recording.as_ref();
+    if let Some(c) = &inputs.config {
+        let b = bench.context("--config picks a bench configuration: give --bench too")?;
+        if !b.results.iter().any(|r| &r.config == c) {
+            let names: std::collections::BTreeSet<&str> =
+                b.results.iter().map(|r| r.config.as_str()).collect();
+            bail!(
+                "--config {c}: not in {} (it has: {})",
+                b.source.file,
+                names.into_iter().collect::<Vec<_>>().join(", ")
+            );
+        }
+    }
+    // 1. Acceptance length per round, per family.
+    if let Some(r) = rec {
+        let a = data::acceptance_from_rounds(&r.rounds, &r.what);
+        push(
+            "acceptance-length",
+            draw::acceptance(&a, &r.source.caption(), pal),
+        )?;
+    } else if let Some(b) = bench {
+        if let Some(res) = data::pick_result(&b.results, inputs.config.as_deref()) {
+            let a = data::acceptance_from_bench(res);
+            push(
+                "acceptance-length",
+                draw::acceptance(&a, &b.source.caption(), pal),
+            )?;
+        }
+    }
+    // 2. Per-position acceptance per block size.
+    let curves = match (rec, bench) {
+        (Some(r), _) => Some((
+            data::positions_from_rounds(&r.rounds),
+            r.what.clone(),
+            &r.source,
+        )),
+        (None, Some(b)) => Some((
+            data::positions_from_bench(&b.results),
+            "LinearSS at each block size".to_string(),
+            &b.source,
+        )),
+        _ => None,
+    };
+    if let Some((curves, what, src)) = curves.filter(|c| !c.0.is_empty()) {
+        push(
+            "position-acceptance",
+            draw::positions(&curves, &what, &src.caption(), pal),
+        )?;
+    }
+    // 3. Forward latency.
+    if let Some(p) = &inputs.profile {
+        if let Some(l) = data::latency(&p.profile, p.fitted.clone()) {
+            push(
+                "forward-latency",
+                draw::latency(&l, &p.source.caption(), pal),
+            )?;
+        }
+    }
+    if let Some(b) = bench {
+        // 4. Throughput and TPF against concurrency.
+        let s = data::throughput(&b.results);
+        push("throughput", draw::throughput(&s, &b.source.caption(), pal))?;
+        // 5. Block sizes against concurrency.
+        if let Some(shares) = data::block_shares(&b.results) {
+            push(
+                "block-sizes",
+                draw::block_shares(&shares, &b.source.caption(), pal),
+            )?;
+        }
+    }
+    // 5. Block sizes over a session.
+    if let Some(r) = rec {
+        let t = data::block_timeline(&r.rounds);
+        push(
+            "block-timeline",
+            draw::block_timeline(&t, &r.source.caption(), pal),
+        )?;
+    }
+    // 6. Branch hit rates, and the draft at the first rejection.
+    if let Some(r) = rec {
+        let b = data::branches_from_rounds(&r.rounds, &r.what);
+        let f = data::first_reject(&r.rounds);
+        let f = (f.rejects() > 0).then_some(f);
+        push(
+            "branches",
+            draw::branches(&b, f.as_ref(), r.risk_threshold, &r.source.caption(), pal),
+        )?;
+    } else if let Some(b) = bench {
+        let with_rows = b
+            .results
+            .iter()
+            .filter(|r| !r.tally.branches.is_empty())
+            .filter(|r| inputs.config.as_ref().is_none_or(|c| &r.config == c))
+            .min_by_key(|r| r.concurrency);
+        if let Some(res) = with_rows {
+            let br = data::branches_from_bench(res);
+            push(
+                "branches",
+                draw::branches(
+                    &br,
+                    None,
+                    crate::engine::options::DEFAULT_RISK_THRESHOLD,
+                    &b.source.caption(),
+                    pal,
+                ),
+            )?;
+        }
+    }
+    Ok(out)
+}
+
+/// Writes the figures into `dir` as NAME.svg; returns the paths.
+pub fn write(figures: &[Figure], dir: &Path) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    figures
+        .iter()
+        .map(|f| {
+            let p = dir.join(format!("{}.svg", f.name));
+            std::fs::write(&p, &f.svg).with_context(|| format!("cannot write {}", p.display()))?;
+            Ok(p)
+        })
+        .collect()
+}

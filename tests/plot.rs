@@ -1,0 +1,235 @@
+//! `specscope plot`: every figure from a small bench JSON, a recording and a profile
+//! made by the binary on the toy checkpoint; each SVG parsed and checked for its
+//! series, labels and source caption (no golden pixels). Bad inputs fail naming them.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn specscope(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_specscope"))
+        .args(args)
+        .env_remove("SPECSCOPE_MODEL")
+        .env("HF_HUB_OFFLINE", "1")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run specscope")
+}
+
+fn ok(o: &Output) -> String {
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "failed: {err}");
+    String::from_utf8_lossy(&o.stdout).to_string()
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// All text of an SVG, after checking it parses as XML with an `svg` root.
+fn svg_texts(path: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let doc = roxmltree::Document::parse(&text)
+        .unwrap_or_else(|e| panic!("{}: not well-formed XML: {e}", path.display()));
+    assert_eq!(doc.root_element().tag_name().name(), "svg");
+    doc.descendants()
+        .filter(|n| n.is_text())
+        .filter_map(|n| n.text())
+        .map(str::to_string)
+        .collect()
+}
+
+fn has(texts: &[String], needle: &str) -> bool {
+    texts.iter().any(|t| t.contains(needle))
+}
+
+/// The three inputs, made by the binary on the toy fixture.
+fn inputs(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let model = common::fixture_dir();
+    let m = s(&model);
+    let bench = dir.join("bench.json");
+    ok(&specscope(&[
+        "bench",
+        "--model",
+        m,
+        "--limit",
+        "1",
+        "--concurrency",
+        "1,2",
+        "--max-new-tokens",
+        "24",
+        "--configs",
+        "ar,linear,recguide,recguide-throughput",
+        "--blocks",
+        "4,8",
+        "--json",
+        s(&bench),
+    ]));
+    let rec = dir.join("session.jsonl");
+    ok(&specscope(&[
+        "trace",
+        "record",
+        "--model",
+        m,
+        "--limit",
+        "1",
+        "--max-new-tokens",
+        "32",
+        "--out",
+        s(&rec),
+    ]));
+    let profile = dir.join("profile.json");
+    ok(&specscope(&[
+        "profile",
+        "--model",
+        m,
+        "--repeats",
+        "1",
+        "--rows",
+        "1,2",
+        "--tokens",
+        "1,4,8",
+        "--cache",
+        "16,32,64",
+        "--json",
+        s(&profile),
+    ]));
+    (bench, rec, profile)
+}
+
+#[test]
+fn every_figure_from_a_bench_a_recording_and_a_profile() {
+    let dir = tempfile::tempdir().unwrap();
+    let (bench, rec, profile) = inputs(dir.path());
+
+    // From the bench and the profile alone.
+    let out = dir.path().join("bench-figs");
+    let listed = ok(&specscope(&[
+        "plot",
+        "--bench",
+        s(&bench),
+        "--profile",
+        s(&profile),
+        "--out",
+        s(&out),
+    ]));
+    for name in [
+        "acceptance-length",
+        "position-acceptance",
+        "forward-latency",
+        "throughput",
+        "block-sizes",
+        "branches",
+    ] {
+        let p = out.join(format!("{name}.svg"));
+        assert!(listed.contains(s(&p)), "{name} not listed: {listed}");
+        let t = svg_texts(&p);
+        assert!(has(&t, "source:"), "{name}: no caption");
+        assert!(has(&t, "toy-nld"), "{name}: the caption names no model");
+        assert!(has(&t, "date: 20"), "{name}: no date");
+    }
+    let t = svg_texts(&out.join("throughput.svg"));
+    for label in [
+        "ar",
+        "linear B=4",
+        "linear B=8",
+        "recguide",
+        "best LinearSS",
+        "TPF",
+    ] {
+        assert!(
+            t.iter().any(|x| x == label || x.contains(label)),
+            "throughput lacks {label}"
+        );
+    }
+    assert!(
+        has(&t, "`specscope bench --model"),
+        "the caption gives the command"
+    );
+    assert!(has(&t, "modeled"), "the modeled panel is labelled");
+    let t = svg_texts(&out.join("acceptance-length.svg"));
+    assert!(
+        has(&t, "linear B=8 at C = 1"),
+        "figure 1 reads the largest fixed block"
+    );
+    assert!(has(&t, "full block"));
+    let t = svg_texts(&out.join("position-acceptance.svg"));
+    assert!(has(&t, "B = 4") && has(&t, "B = 8"));
+    let t = svg_texts(&out.join("forward-latency.svg"));
+    assert!(has(&t, "1 row(s), measured") && has(&t, "2 row(s), fitted"));
+    assert!(
+        has(&t, "after 32 cached positions"),
+        "the middle cache length"
+    );
+    let t = svg_texts(&out.join("branches.svg"));
+    assert!(
+        has(&t, "(continuation)") || has(&t, "(correction)"),
+        "branch kinds are named: {t:?}"
+    );
+
+    // From the recording.
+    let out = dir.path().join("rec-figs");
+    ok(&specscope(&[
+        "plot",
+        "--recording",
+        s(&rec),
+        "--out",
+        s(&out),
+    ]));
+    for name in [
+        "acceptance-length",
+        "position-acceptance",
+        "block-timeline",
+        "branches",
+    ] {
+        let t = svg_texts(&out.join(format!("{name}.svg")));
+        assert!(
+            has(&t, "source:") && has(&t, "trace record"),
+            "{name}: caption {t:?}"
+        );
+    }
+    let t = svg_texts(&out.join("acceptance-length.svg"));
+    for family in ["math rounds", "code rounds", "qa rounds"] {
+        assert!(has(&t, family), "figure 1 lacks {family}");
+    }
+    let t = svg_texts(&out.join("branches.svg"));
+    assert!(has(&t, "draft margin at the first rejection"));
+    assert!(has(&t, "2nd choice"));
+    let t = svg_texts(&out.join("block-timeline.svg"));
+    assert!(has(&t, "request 1"));
+}
+
+#[test]
+fn bad_or_empty_inputs_are_errors_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.json");
+    std::fs::write(&empty, "").unwrap();
+    let junk = dir.path().join("junk.json");
+    std::fs::write(&junk, "{\"model\": 3").unwrap();
+    let no_results = dir.path().join("none.json");
+    std::fs::write(&no_results, r#"{"model": "m", "results": []}"#).unwrap();
+    let out = dir.path().join("figs");
+    for (flag, file, needle) in [
+        ("--bench", &empty, "empty file"),
+        ("--bench", &junk, "not a bench result file"),
+        ("--bench", &no_results, "holds no results"),
+        ("--profile", &junk, "not a profile"),
+        ("--recording", &empty, "empty file"),
+        ("--recording", &junk, "junk.json:1"),
+        ("--bench", &dir.path().join("missing.json"), "cannot read"),
+    ] {
+        let o = specscope(&["plot", flag, s(file), "--out", s(&out)]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{flag} {file:?} succeeded");
+        assert!(err.contains(needle), "{flag}: {err}");
+        assert!(
+            err.contains(file.file_name().unwrap().to_str().unwrap()),
+            "{flag}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    let o = specscope(&["plot", "--out", s(&out)]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("nothing to plot"));
+    assert!(!out.exists() || std::fs::read_dir(&out).unwrap().next().is_none());
+}
