@@ -15,19 +15,26 @@ struct Tmux {
 }
 
 impl Tmux {
-    fn start() -> Self {
+    fn start() -> Option<Self> {
         Self::sized(160, 48)
     }
 
-    fn sized(w: u16, h: u16) -> Self {
+    /// A tmux server of this size, or None (the test then passes, saying it was
+    /// skipped) where tmux is missing, so `cargo test` works on a machine with only a
+    /// Rust toolchain. CI sets SPECSCOPE_REQUIRE_TMUX=1: there a missing tmux fails.
+    fn sized(w: u16, h: u16) -> Option<Self> {
         let ok = Command::new("tmux")
             .arg("-V")
             .output()
             .is_ok_and(|o| o.status.success());
-        assert!(
-            ok,
-            "tmux is needed for this test (apt-get install tmux; .ci/run installs it)"
-        );
+        if !ok {
+            assert!(
+                std::env::var_os("SPECSCOPE_REQUIRE_TMUX").is_none(),
+                "tmux is needed for this test (apt-get install tmux) and SPECSCOPE_REQUIRE_TMUX is set"
+            );
+            eprintln!("skipped: tmux is not installed (apt-get install tmux to run this test)");
+            return None;
+        }
         let t = Tmux {
             socket: format!(
                 "specscope-e2e-{}-{}",
@@ -48,7 +55,7 @@ impl Tmux {
             &t.session,
             "bash --norc --noprofile",
         ]);
-        t
+        Some(t)
     }
 
     /// Starts specscope with the default options (and a config dir of its own) at a
@@ -167,7 +174,7 @@ fn has_branch_row(screen: &str) -> bool {
 
 #[test]
 fn chat_streams_pauses_steps_and_quits_cleanly_in_tmux() {
-    let t = Tmux::start();
+    let Some(t) = Tmux::start() else { return };
     let cfg = tempfile::tempdir().unwrap();
     t.launch(cfg.path(), "--max-new-tokens 120");
     let s = t.screen();
@@ -260,7 +267,7 @@ fn chat_streams_pauses_steps_and_quits_cleanly_in_tmux() {
 /// At 80×24 a round shows its draft and verdict, and the status line its markers.
 #[test]
 fn the_default_chat_fits_80x24() {
-    let t = Tmux::sized(80, 24);
+    let Some(t) = Tmux::sized(80, 24) else { return };
     let cfg = tempfile::tempdir().unwrap();
     t.launch(cfg.path(), "--max-new-tokens 60");
     t.literal("What is 12 plus 7?");
@@ -283,7 +290,9 @@ fn the_default_chat_fits_80x24() {
 #[test]
 fn signals_restore_the_terminal_and_set_the_exit_status() {
     for (sig, code) in [("INT", 130), ("QUIT", 131), ("TERM", 143), ("HUP", 129)] {
-        let t = Tmux::sized(100, 30);
+        let Some(t) = Tmux::sized(100, 30) else {
+            return;
+        };
         let cfg = tempfile::tempdir().unwrap();
         t.launch(cfg.path(), "");
         let pid = t.tmux(&["list-panes", "-t", &t.session, "-F", "#{pane_pid}"]);

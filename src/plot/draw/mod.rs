@@ -1,0 +1,339 @@
+//! The figures drawn with plotters into SVG strings. Colours come from the screen's
+//! theme roles (accepted, rejected, risky, branch kinds); every series also has its own
+//! marker or pattern, so a figure reads in black and white.
+
+use anyhow::{anyhow, Result};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+use ratatui::style::{Color as TermColor, Style};
+
+use super::data::{
+    Acceptance, BlockShares, Branches, ConcurrencySeries, FirstReject, Latency, PositionCurve,
+};
+use crate::tui::theme::Theme;
+
+pub const SIZE: (u32, u32) = (900, 560);
+const FONT: &str = "sans-serif";
+
+/// The theme's colours for figures.
+#[derive(Debug, Clone)]
+pub struct Palette {
+    pub text: RGBColor,
+    pub dim: RGBColor,
+    pub accepted: RGBColor,
+    pub rejected: RGBColor,
+    pub risky: RGBColor,
+    pub correction: RGBColor,
+    pub continuation: RGBColor,
+    pub hit: RGBColor,
+    /// Colours for series with no role of their own, in order.
+    pub series: Vec<RGBColor>,
+}
+
+/// The xterm colour of a terminal colour.
+fn rgb(c: TermColor) -> Option<RGBColor> {
+    const BASE: [(u8, u8, u8); 16] = [
+        (0, 0, 0),
+        (205, 0, 0),
+        (0, 205, 0),
+        (205, 205, 0),
+        (0, 0, 238),
+        (205, 0, 205),
+        (0, 205, 205),
+        (229, 229, 229),
+        (127, 127, 127),
+        (255, 0, 0),
+        (0, 255, 0),
+        (255, 255, 0),
+        (92, 92, 255),
+        (255, 0, 255),
+        (0, 255, 255),
+        (255, 255, 255),
+    ];
+    let idx = |i: usize| BASE.get(i).map(|&(r, g, b)| RGBColor(r, g, b));
+    match c {
+        TermColor::Rgb(r, g, b) => Some(RGBColor(r, g, b)),
+        TermColor::Black => idx(0),
+        TermColor::Red => idx(1),
+        TermColor::Green => idx(2),
+        TermColor::Yellow => idx(3),
+        TermColor::Blue => idx(4),
+        TermColor::Magenta => idx(5),
+        TermColor::Cyan => idx(6),
+        TermColor::Gray => idx(7),
+        TermColor::DarkGray => idx(8),
+        TermColor::LightRed => idx(9),
+        TermColor::LightGreen => idx(10),
+        TermColor::LightYellow => idx(11),
+        TermColor::LightBlue => idx(12),
+        TermColor::LightMagenta => idx(13),
+        TermColor::LightCyan => idx(14),
+        TermColor::White => idx(15),
+        TermColor::Indexed(i) if i < 16 => idx(i as usize),
+        TermColor::Indexed(i) if i >= 232 => {
+            let v = 8 + 10 * (i - 232);
+            Some(RGBColor(v, v, v))
+        }
+        TermColor::Indexed(i) => {
+            let i = i - 16;
+            let level = |x: u8| if x == 0 { 0 } else { 55 + 40 * x };
+            Some(RGBColor(level(i / 36), level((i / 6) % 6), level(i % 6)))
+        }
+        TermColor::Reset => None,
+    }
+}
+
+/// The colour a role is seen in: its background where the text on it is white (a
+/// badge such as `rejected` or `hit`), else its foreground.
+fn ink(style: Style) -> Option<RGBColor> {
+    let fg = style.fg.and_then(rgb);
+    let bg = style.bg.and_then(rgb);
+    match (fg, bg) {
+        (Some(RGBColor(255, 255, 255)), Some(b)) | (None, Some(b)) => Some(b),
+        (Some(f), _) => Some(f),
+        (None, None) => None,
+    }
+}
+
+impl Palette {
+    pub fn from_theme(t: &Theme) -> Self {
+        let role = |s: Style, fallback: RGBColor| ink(s).unwrap_or(fallback);
+        let accepted = role(t.accepted, RGBColor(17, 99, 41));
+        let rejected = role(t.rejected, RGBColor(207, 34, 46));
+        let risky = role(t.risky, RGBColor(188, 76, 0));
+        let correction = role(t.correction, RGBColor(154, 103, 0));
+        let continuation = role(t.continuation, RGBColor(9, 105, 218));
+        let bonus = role(t.bonus, RGBColor(130, 80, 223));
+        let reused = role(t.reused, RGBColor(27, 124, 131));
+        Self {
+            text: role(t.text, BLACK),
+            dim: role(t.dim, RGBColor(140, 149, 159)),
+            accepted,
+            rejected,
+            risky,
+            correction,
+            continuation,
+            hit: role(t.hit, accepted),
+            series: vec![
+                continuation,
+                accepted,
+                risky,
+                bonus,
+                correction,
+                reused,
+                rejected,
+            ],
+        }
+    }
+
+    fn series(&self, i: usize) -> RGBColor {
+        self.series[i % self.series.len()]
+    }
+}
+
+fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
+    anyhow!("drawing the figure: {e}")
+}
+
+/// Marker glyphs, one per series in turn (shapes, not colour alone, tell series apart).
+const GLYPHS: [&str; 6] = ["●", "▲", "■", "◆", "✕", "○"];
+
+/// A marker for series `i` at `at`.
+fn marker<C>(i: usize, at: C, color: RGBColor) -> Text<'static, C, &'static str> {
+    glyph(GLYPHS[i % GLYPHS.len()], at, color)
+}
+
+fn glyph<C>(g: &'static str, at: C, color: RGBColor) -> Text<'static, C, &'static str> {
+    let centre = Pos::new(HPos::Center, VPos::Center);
+    Text::new(g, at, (FONT, 14).into_font().color(&color).pos(centre))
+}
+
+/// Splits `text` into lines of at most `width` characters at `sep` boundaries.
+fn wrap(text: &str, width: usize, sep: &str) -> Vec<String> {
+    let mut lines = vec![String::new()];
+    for (i, part) in text.split(sep).enumerate() {
+        let last = lines.last_mut().expect("one line at least");
+        let piece = if i == 0 {
+            part.to_string()
+        } else {
+            format!("{sep}{part}")
+        };
+        if !last.is_empty() && last.chars().count() + piece.chars().count() > width {
+            lines.push(piece.trim_start_matches(sep).to_string());
+        } else {
+            last.push_str(&piece);
+        }
+    }
+    lines
+}
+
+/// The figure's frame: the title (and a subtitle) centred at the top, the caption (its
+/// source) at the bottom, wrapped; returns the area between.
+fn frame<'a>(
+    root: &DrawingArea<SVGBackend<'a>, Shift>,
+    title: &str,
+    caption: &str,
+    pal: &Palette,
+) -> Result<DrawingArea<SVGBackend<'a>, Shift>> {
+    root.fill(&WHITE).map_err(err)?;
+    let (w, h) = root.dim_in_pixel();
+    let titles: Vec<&str> = title.lines().collect();
+    let head_h = 12 + 24 * titles.len() as u32;
+    let (head, rest) = root.split_vertically(head_h);
+    let centre = Pos::new(HPos::Center, VPos::Top);
+    for (i, line) in titles.iter().enumerate() {
+        let size = if i == 0 { 20 } else { 14 };
+        head.draw(&Text::new(
+            line.to_string(),
+            (w as i32 / 2, 8 + 24 * i as i32),
+            (FONT, size).into_font().color(&pal.text).pos(centre),
+        ))
+        .map_err(err)?;
+    }
+    let lines = wrap(caption, (w / 7) as usize, " · ");
+    let foot_h = 10 + 16 * lines.len() as u32;
+    let (body, foot) = rest.split_vertically(h.saturating_sub(head_h + foot_h));
+    for (i, line) in lines.iter().enumerate() {
+        foot.draw(&Text::new(
+            line.clone(),
+            (10, 4 + 16 * i as i32),
+            (FONT, 12).into_font().color(&pal.dim),
+        ))
+        .map_err(err)?;
+    }
+    Ok(body)
+}
+
+fn svg(draw: impl FnOnce(&DrawingArea<SVGBackend, Shift>) -> Result<()>) -> Result<String> {
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, SIZE).into_drawing_area();
+        draw(&root)?;
+        root.present().map_err(err)?;
+    }
+    Ok(out)
+}
+
+/// A line chart of several series with markers.
+struct Lines<'a> {
+    title: String,
+    x_desc: &'a str,
+    y_desc: &'a str,
+    x: std::ops::Range<f64>,
+    y: std::ops::Range<f64>,
+    log_x: bool,
+    percent_y: bool,
+}
+
+/// One line of a line chart.
+struct Series {
+    label: String,
+    color: RGBColor,
+    points: Vec<(f64, f64)>,
+    /// Thin (a baseline or a model), else heavy.
+    thin: bool,
+    /// Marker shape index, or none (a fitted curve).
+    marker: Option<usize>,
+}
+
+fn lines(
+    l: &Lines,
+    series: &[Series],
+    area: &DrawingArea<SVGBackend, Shift>,
+    pal: &Palette,
+) -> Result<()> {
+    let mut chart = ChartBuilder::on(area)
+        .margin(8)
+        .caption(&l.title, (FONT, 15).into_font().color(&pal.text))
+        .x_label_area_size(36)
+        .y_label_area_size(60)
+        .build_cartesian_2d(l.x.clone(), l.y.clone())
+        .map_err(err)?;
+    let log_x = l.log_x;
+    let percent = l.percent_y;
+    let fine_y = l.y.end - l.y.start < 20.0;
+    chart
+        .configure_mesh()
+        .x_desc(l.x_desc)
+        .y_desc(l.y_desc)
+        .light_line_style(WHITE)
+        .x_label_formatter(&|v| {
+            // Whole values only (powers of two on a log axis).
+            if (v - v.round()).abs() > 1e-6 {
+                String::new()
+            } else if log_x {
+                format!("{:.0}", v.round().exp2())
+            } else {
+                format!("{v:.0}")
+            }
+        })
+        .y_label_formatter(&|v| {
+            if percent {
+                format!("{:.0}%", 100.0 * v)
+            } else if fine_y {
+                format!("{v:.2}")
+            } else {
+                format!("{v:.0}")
+            }
+        })
+        .axis_desc_style((FONT, 13))
+        .draw()
+        .map_err(err)?;
+    for s in series {
+        let color = s.color;
+        let style = if s.thin {
+            color.stroke_width(1)
+        } else {
+            color.stroke_width(2)
+        };
+        let xs: Vec<(f64, f64)> = s
+            .points
+            .iter()
+            .map(|&(x, y)| (if log_x { x.max(1e-9).log2() } else { x }, y))
+            .collect();
+        chart
+            .draw_series(LineSeries::new(xs.clone(), style))
+            .map_err(err)?
+            .label(s.label.clone())
+            .legend(move |(x, y)| {
+                // A fitted curve's legend has no marker: a blank one keeps one type.
+                let glyph = match s.marker {
+                    Some(m) => marker(m, (0, 0), color),
+                    None => glyph("", (0, 0), color),
+                };
+                EmptyElement::at((x + 10, y))
+                    + PathElement::new(vec![(-10, 0), (10, 0)], style)
+                    + glyph
+            });
+        if let Some(m) = s.marker {
+            chart
+                .draw_series(xs.iter().map(|&p| marker(m, p, color)))
+                .map_err(err)?;
+        }
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(pal.dim)
+        .label_font((FONT, 12))
+        .draw()
+        .map_err(err)?;
+    Ok(())
+}
+
+fn range(values: impl Iterator<Item = f64>, from_zero: bool) -> std::ops::Range<f64> {
+    let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
+        (a.min(v), b.max(v))
+    });
+    if !lo.is_finite() {
+        return 0.0..1.0;
+    }
+    let lo = if from_zero { 0.0f64.min(lo) } else { lo };
+    let pad = ((hi - lo) * 0.08).max(1e-3);
+    (lo - if from_zero { 0.0 } else { pad })..(hi + pad)
+}
+
+mod figures;
+pub use figures::*;
