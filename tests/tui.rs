@@ -1214,3 +1214,63 @@ fn the_light_theme_paints_its_own_background() {
     let painted = buf.content().iter().filter(|c| c.bg == bg).count();
     assert!(painted > buf.content().len() / 2, "{painted} cells");
 }
+
+/// The help's pages scroll (the legend is longer than 80×24), and while the help is
+/// open keys neither type into the hidden input nor act behind it.
+#[test]
+fn help_scrolls_and_keeps_keys_from_the_screen_behind() {
+    let km = Keymap::builtin();
+    let mut s = scripted();
+    update(&mut s, Msg::Action(Action::Help));
+    update(&mut s, Msg::HelpPage(1));
+    let top = screen_text(&draw(&s, &Theme::dark(), 80, 24));
+    assert!(!top.contains("history bars"), "{top}");
+    assert!(top.contains("↓ more"), "says there is more: {top}");
+    let k = |c, m| KeyEvent::new(c, m);
+    let down = key_msg(&s, &km, &k(KeyCode::PageDown, KeyModifiers::NONE));
+    assert!(matches!(down, Some(Msg::HelpScroll(10))), "{down:?}");
+    for _ in 0..10 {
+        update(&mut s, Msg::HelpScroll(10));
+    }
+    let end = screen_text(&draw(&s, &Theme::dark(), 80, 24));
+    assert!(end.contains("history bars"), "the last term shows: {end}");
+    assert!(end.contains("↑ back"), "{end}");
+    // Another page starts at its top.
+    update(&mut s, Msg::HelpPage(1));
+    assert_eq!(s.help_scroll, 0);
+    // Typing and stepping do nothing while the help is open; Esc closes it.
+    assert!(key_msg(&s, &km, &k(KeyCode::Char('j'), KeyModifiers::NONE)).is_none());
+    assert!(key_msg(&s, &km, &k(KeyCode::Char('n'), KeyModifiers::CONTROL)).is_none());
+    assert!(matches!(
+        key_msg(&s, &km, &k(KeyCode::Char('q'), KeyModifiers::CONTROL)),
+        Some(Msg::Action(Action::Quit))
+    ));
+    assert!(matches!(
+        key_msg(&s, &km, &k(KeyCode::Esc, KeyModifiers::NONE)),
+        Some(Msg::Action(Action::Help))
+    ));
+}
+
+/// At 80 columns a long notice is cut in the middle but the help key stays, and the
+/// notice is on the messages page in full, informational ones too.
+#[test]
+fn notices_keep_the_help_key_and_are_kept_in_full() {
+    let mut s = scripted();
+    let path = "/tmp/a/very/long/directory/name/for/the/recording/session-20261201.jsonl";
+    update(
+        &mut s,
+        Msg::Notice {
+            text: format!("recording saved to {path}"),
+            level: Level::Info,
+        },
+    );
+    let buf = draw(&s, &Theme::dark(), 80, 24);
+    let all = screen_text(&buf);
+    let status = all.lines().last().unwrap_or_default().to_string();
+    assert!(status.contains("F1 help"), "{status}");
+    assert!(status.contains('…') && !status.contains(path), "{status}");
+    update(&mut s, Msg::Action(Action::Help));
+    update(&mut s, Msg::HelpPage(2));
+    let page = screen_text(&draw(&s, &Theme::dark(), 120, 30));
+    assert!(page.contains("session-20261201.jsonl"), "{page}");
+}

@@ -187,12 +187,12 @@ fn intro(loaded: &Loaded) -> (Vec<String>, Vec<String>) {
         .map(|v| {
             let min = v["elapsed_secs"].as_f64().unwrap_or(0.0) / 60.0;
             let tokens = v["clean_tokens_seen"].as_f64().unwrap_or(0.0) / 1e6;
-            format!(" in {min:.0} minutes of a 2-core CPU ({tokens:.1}M tokens)")
+            format!(" ({min:.0} min, {tokens:.1}M tokens of generated chats)")
         })
         .unwrap_or_default();
     let about = vec![
-        format!("The bundled drill model: {size} parameters, trained from scratch{trained} on generated practice chats."),
-        "It answers short arithmetic and word problems, small Python functions on lists, capitals, and reversing, counting letters in or sorting words; for anything else it says what it can do.".into(),
+        format!("Bundled drill model: {size} parameters, trained from scratch on a 2-core CPU{trained}."),
+        "It does arithmetic, word problems, Python list functions, capitals, and reversing, counting or sorting words; it declines the rest.".into(),
     ];
     let prompts = dir.parent().map(|p| p.join("prompts")).unwrap_or_default();
     let mut examples = Vec::new();

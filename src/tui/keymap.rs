@@ -123,10 +123,14 @@ impl Keymap {
     }
 
     /// The first key bound to `action`, as people write keys (`Ctrl+R`, `F5`), or `-`.
+    /// The key shown for `action`: a function key where one is bound (the documented
+    /// keys: F5, not its Ctrl+P alias), else the first.
     pub fn hint(&self, action: Action) -> String {
-        self.keys_for(action)
-            .first()
-            .map_or("-".to_string(), |k| pretty(k))
+        let keys = self.keys_for(action);
+        let fkey = keys.iter().find(|k| {
+            k.len() > 1 && k.starts_with('f') && k[1..].bytes().all(|b| b.is_ascii_digit())
+        });
+        fkey.or(keys.first()).map_or("-".to_string(), |k| pretty(k))
     }
 }
 

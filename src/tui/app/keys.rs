@@ -19,8 +19,21 @@ pub fn key_msg(s: &State, keys: &Keymap, key: &KeyEvent) -> Option<Msg> {
             KeyCode::Esc | KeyCode::Char('?') => return Some(Msg::Action(Action::Help)),
             KeyCode::Left | KeyCode::BackTab => return Some(Msg::HelpPage(-1)),
             KeyCode::Right | KeyCode::Tab => return Some(Msg::HelpPage(1)),
+            KeyCode::Up => return Some(Msg::HelpScroll(-1)),
+            KeyCode::Down => return Some(Msg::HelpScroll(1)),
+            KeyCode::PageUp => return Some(Msg::HelpScroll(-10)),
+            KeyCode::PageDown | KeyCode::Char(' ') => return Some(Msg::HelpScroll(10)),
+            KeyCode::Home => return Some(Msg::HelpScroll(-10_000)),
             _ => {}
         }
+        // While the help covers the screen only closing it and quitting act: keys
+        // must not type into the hidden input box or change what is behind it.
+        return match keys.action(key) {
+            Some(a @ (Action::Help | Action::Quit | Action::Interrupt | Action::Stop)) => {
+                Some(Msg::Action(a))
+            }
+            _ => None,
+        };
     }
     let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
     let alt = key.modifiers.contains(KeyModifiers::ALT);

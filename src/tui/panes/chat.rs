@@ -237,30 +237,60 @@ pub fn line_count(s: &State, width: u16, t: &Theme) -> usize {
     lines(s, width, t).len()
 }
 
-/// The empty chat: what the model is, what to try, how to watch.
-fn intro(s: &State, t: &Theme, keys: &Keymap, width: usize) -> Vec<Line<'static>> {
-    let mut out = vec![Line::styled(
-        "specscope: watch a model draft and verify, round by round",
-        t.title,
-    )];
+/// The empty chat: what the model is, what to try, how to watch. Examples fill what
+/// the pane's `height` leaves after the rest, so the keys always show.
+fn intro(s: &State, t: &Theme, keys: &Keymap, width: usize, height: usize) -> Vec<Line<'static>> {
+    let mut out = wrap(
+        &[(
+            "specscope: watch a model draft and verify, round by round".into(),
+            t.title,
+        )],
+        width,
+    );
     for l in &s.session.about {
         out.extend(wrap(&[(l.clone(), t.text)], width));
     }
+    let hints = intro_keys(t, keys, width, height.saturating_sub(out.len() + 3));
     if !s.session.examples.is_empty() {
         out.push(Line::default());
-        out.push(Line::styled(
-            format!(
-                "Try one ({} puts it in the box):",
-                keys.hint(Action::Example)
-            ),
-            t.dim,
+        out.extend(wrap(
+            &[(
+                format!(
+                    "Try one ({} puts it in the box; again: the next):",
+                    keys.hint(Action::Example)
+                ),
+                t.dim,
+            )],
+            width,
         ));
+        let mut room = height.saturating_sub(out.len() + hints.len());
         for e in s.session.examples.iter().take(6) {
-            out.extend(wrap_indented(&[(format!("• {e}"), t.user)], width, 2));
+            let lines = wrap_indented(&[(format!("• {e}"), t.user)], width, 2);
+            if lines.len() > room {
+                break;
+            }
+            room -= lines.len();
+            out.extend(lines);
         }
     }
-    out.push(Line::default());
+    out.extend(hints);
+    out
+}
+
+/// The intro's lines on how to watch (after a blank line).
+/// The sentences where the pane has room for them and an example after them, else
+/// one compact line.
+fn intro_keys(t: &Theme, keys: &Keymap, width: usize, room: usize) -> Vec<Line<'static>> {
+    let mut out = vec![Line::default()];
     let k = |a| keys.hint(a);
+    let compact = format!(
+        "{} faster · {} pause · {} step · {} help",
+        k(Action::Faster),
+        k(Action::TogglePause),
+        k(Action::Step),
+        k(Action::Help)
+    );
+    let mut full = out.clone();
     for l in [
         format!(
             "Answers play in slow motion: {} faster (to full speed), {} slower.",
@@ -276,8 +306,12 @@ fn intro(s: &State, t: &Theme, keys: &Keymap, width: usize) -> Vec<Line<'static>
         ),
         format!("{} explains every figure on the screen.", k(Action::Help)),
     ] {
-        out.extend(wrap(&[(l, t.dim)], width));
+        full.extend(wrap(&[(l, t.dim)], width));
     }
+    if full.len() + 2 <= room {
+        return full;
+    }
+    out.extend(wrap(&[(compact, t.dim)], width));
     out
 }
 
@@ -286,7 +320,7 @@ pub fn draw(f: &mut Frame, area: Rect, input_area: Rect, s: &State, t: &Theme, k
     let h = usize::from(inner.height);
     let chat = &s.chat;
     if chat.transcript.is_empty() && !s.replaying() {
-        let lines = intro(s, t, keys, usize::from(inner.width));
+        let lines = intro(s, t, keys, usize::from(inner.width), h);
         f.render_widget(Paragraph::new(lines).block(pane(" chat ", t)), area);
     } else {
         let all = if chat.following() {

@@ -32,7 +32,7 @@ pub const LEGEND: &[(&str, &str)] = &[
     ("cold start", "no history yet: the paper's cap by concurrency (32 for one request), valued by the tables' average"),
     ("AR step", "block 1: no draft, one token per forward (AR mode, or the throughput preset where drafting does not pay)"),
     ("explore", "now and then a size the rule did not choose runs, so its cost stays measured"),
-    ("TPF", "tokens per forward: decode tokens / decode forwards; the status line counts the session, the history the last 8 rounds"),
+    ("TPF", "tokens per forward: decode tokens / decode forwards; \"(session)\" counts the whole session (history title, and the status line where it is wide), the history's sparklines are 8-round means"),
     ("tok/s", "tokens per second of forward time (the screen's own time left out)"),
     ("drafting × AR", "drafting's tokens per ms of forward time against AR steps', on this machine"),
     ("history bars", "one per round: height = tokens advanced / block size; colour: full block, reject, reused branch"),
@@ -111,16 +111,16 @@ fn legend_page(s: &State, t: &Theme) -> Vec<Line<'static>> {
 
 fn messages_page(s: &State, t: &Theme) -> Vec<Line<'static>> {
     if s.status.messages.is_empty() {
-        return vec![Line::styled("No warnings or errors this session.", t.dim)];
+        return vec![Line::styled("No messages yet this session.", t.dim)];
     }
     s.status
         .messages
         .iter()
         .map(|(level, text)| {
-            let style = if *level == Level::Error {
-                t.error
-            } else {
-                t.warning
+            let style = match level {
+                Level::Error => t.error,
+                Level::Warning => t.warning,
+                Level::Info => t.text,
             };
             Line::styled(format!("• {text}"), style)
         })
@@ -135,16 +135,34 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme, keys: &Keymap) {
         let style = if i == page { t.selected } else { t.dim };
         tabs.push(Span::styled(format!(" {name} "), style));
     }
-    tabs.push(Span::styled(" ← → pages · Esc closes ", t.dim));
     let height = usize::from(inner.height);
+    let width = usize::from(inner.width).max(1);
     let body = match page {
-        0 => keys_page(t, keys, usize::from(inner.width), height.saturating_sub(1)),
+        0 => keys_page(t, keys, width, height.saturating_sub(1)),
         1 => legend_page(s, t),
         _ => messages_page(s, t),
     };
+    // Lines after wrapping (words wrap a little later than this; one spare line
+    // covers it), so the scroll stops at the end of the page.
+    let wrapped: usize = body
+        .iter()
+        .map(|l| l.width().div_ceil(width).max(1))
+        .sum::<usize>()
+        + 1;
+    let max_scroll = wrapped.saturating_sub(height);
+    let scroll = s.help_scroll.min(max_scroll);
+    let hint = if max_scroll == 0 {
+        " ← → pages · Esc closes "
+    } else if scroll < max_scroll {
+        " ← → pages · ↓ more · Esc closes "
+    } else {
+        " ← → pages · ↑ back · Esc closes "
+    };
+    tabs.push(Span::styled(hint, t.dim));
     f.render_widget(
         Paragraph::new(body)
             .wrap(Wrap { trim: false })
+            .scroll((u16::try_from(scroll).unwrap_or(u16::MAX), 0))
             .block(pane(Line::from(tabs), t)),
         area,
     );

@@ -10,10 +10,26 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Widget};
 use ratatui::Frame;
+use unicode_width::UnicodeWidthStr;
 
 use super::pane;
 use crate::tui::state::{RoundView, Sample, State};
 use crate::tui::theme::Theme;
+
+/// The speed of drafting against AR steps here, in words, in one line of `width`
+/// columns where the whole sentence does not fit (None until measured).
+pub fn speed_line(s: &State, width: usize) -> Option<(String, bool)> {
+    let (long, pays) = speed_words(s)?;
+    if long.width() <= width {
+        return Some((long, pays));
+    }
+    let c = s.stats.speed.comparison()?;
+    let why = if pays { "pays here" } else { "F1: why" };
+    Some((
+        format!("drafting {:.2}× AR steps here ({why})", c.ratio),
+        pays,
+    ))
+}
 
 /// The speed of drafting against AR steps here, in words (None until measured).
 pub fn speed_words(s: &State) -> Option<(String, bool)> {
@@ -211,18 +227,28 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme) {
     );
 
     let mut lines: Vec<Line> = Vec::new();
-    if let Some((words, pays)) = speed_words(s) {
+    if let Some((words, pays)) = speed_line(s, usize::from(inner.width)) {
         lines.push(Line::styled(
             words,
             if pays { t.accepted } else { t.warning },
         ));
     }
-    let legend = Line::from(vec![
-        Span::styled("█ full  ", t.bar_full),
-        Span::styled("█ reject  ", t.bar_partial),
-        Span::styled("█ reused branch  ", t.bar_reused),
-        Span::styled("block: ·1 ▂4 ▃8 ▅16 █32", t.dim),
-    ]);
+    // The colour key and the block-size glyphs, compact where the pane is narrow.
+    let legend = if inner.width >= 58 {
+        Line::from(vec![
+            Span::styled("█ full  ", t.bar_full),
+            Span::styled("█ reject  ", t.bar_partial),
+            Span::styled("█ reused branch  ", t.bar_reused),
+            Span::styled("block: ·1 ▂4 ▃8 ▅16 █32", t.dim),
+        ])
+    } else {
+        Line::from(vec![
+            Span::styled("█full ", t.bar_full),
+            Span::styled("█reject ", t.bar_partial),
+            Span::styled("█reused ", t.bar_reused),
+            Span::styled("B ·1▂4▃8▅16█32", t.dim),
+        ])
+    };
     lines.push(legend);
     let mut br: Vec<Span> = vec![Span::styled("branches ", t.dim)];
     let tally = &sm.tally;
@@ -248,7 +274,7 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme) {
     let w = usize::from(inner.width / 2).saturating_sub(22).max(4);
     let (tpf, tps) = rates(&s.stats.samples, w);
     lines.push(Line::from(vec![
-        Span::styled(format!("last {WINDOW} rounds: TPF "), t.dim),
+        Span::styled("TPF ", t.dim),
         Span::styled(sparkline(&tpf, w), t.accepted),
         Span::styled(
             format!(" {:.2}  ", tpf.last().copied().unwrap_or(0.0)),
@@ -260,6 +286,7 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme) {
             format!(" {:.0}", tps.last().copied().unwrap_or(0.0)),
             t.text,
         ),
+        Span::styled(format!(" ({WINDOW}-round means)"), t.dim),
     ]));
     for (fam, fs) in &sm.families {
         let mut spans = vec![Span::styled(format!("{fam:<6} "), t.text)];

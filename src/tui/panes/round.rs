@@ -163,7 +163,9 @@ fn verdict_lines(r: &RoundView, s: &State, t: &Theme, width: usize) -> Vec<Line<
         None => {}
     }
     pieces.push((format!("  bonus {}", tok(v.bonus)), t.bonus));
-    pieces.push((format!("  → {} tokens", v.accepted + 1), t.dim));
+    let n = v.accepted + 1;
+    let unit = if n == 1 { "token" } else { "tokens" };
+    pieces.push((format!("  → {n} {unit}"), t.dim));
     wrap(&pieces, width)
 }
 
@@ -361,9 +363,10 @@ fn sections(
     s: &State,
     t: &Theme,
     width: usize,
-) -> (Vec<Line<'static>>, Vec<Vec<Line<'static>>>) {
+) -> (Vec<Line<'static>>, usize, Vec<Vec<Line<'static>>>) {
     let (head, candidates) = decision_lines(r, t, width);
     let mut must = head;
+    let mut verdict = 0;
     if r.block.is_empty() {
         if let Some(v) = &r.verdict {
             must.push(Line::from(vec![
@@ -373,7 +376,9 @@ fn sections(
         }
     } else {
         must.extend(block_lines(r, s, t, width));
-        must.extend(verdict_lines(r, s, t, width));
+        let v = verdict_lines(r, s, t, width);
+        verdict = v.len();
+        must.extend(v);
     }
     let mut optional = Vec::new();
     if let Some(p) = s.rounds.selected {
@@ -381,7 +386,7 @@ fn sections(
     }
     optional.push(branch_lines(r, s, t, width));
     optional.push(candidates);
-    (must, optional)
+    (must, verdict, optional)
 }
 
 pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme, keys: &Keymap) {
@@ -435,10 +440,11 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme, keys: &Keymap) {
         title.push(Span::styled("⏸ paused ", t.warning));
     }
     let h = usize::from(inner.height);
-    let (mut lines, optional) = sections(r, s, t, width);
+    let (mut lines, verdict, optional) = sections(r, s, t, width);
     if lines.len() > h {
-        // Keep the verdict: cut draft rows from the end of the block.
-        let keep_tail = 2;
+        // Keep the verdict, however many lines it wrapped to: cut draft rows from the
+        // end of the block.
+        let keep_tail = verdict.min(h.saturating_sub(1));
         let cut = lines.len() - h + 1;
         let tail: Vec<Line> = lines.split_off(lines.len() - keep_tail);
         lines.truncate(lines.len().saturating_sub(cut));

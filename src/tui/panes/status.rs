@@ -61,7 +61,8 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme, keys: &Keymap) {
     // Markers with their keys where the line is wide, bare where it is not.
     let wide = markers(s, t, keys, true);
     let w: usize = wide.iter().map(|(x, _)| x.width() + SEP.width()).sum();
-    let right = if w + 60 <= width {
+    // The keys only where every left field (model, mode, TPF …) fits beside them.
+    let right = if w + 90 <= width {
         wide
     } else {
         markers(s, t, keys, false)
@@ -120,21 +121,20 @@ fn draw_with(
     let width = usize::from(area.width);
     let sm = &s.stats.current;
     let st = &s.status;
+    // The help key is a marker too: it stays whatever the notice.
+    right.push((format!("{} help", keys.hint(Action::Help)), t.status));
     let markers_w: usize = right.iter().map(|(x, _)| x.width() + SEP.width()).sum();
-    // The notice, or the help hint, in what is left (at least 12 columns of the left).
+    // The notice in what is left (at least 12 columns of the left); cut in the middle,
+    // it is on the help's messages page in full.
     let notice_room = width.saturating_sub(markers_w + 14);
-    let (notice, nstyle) = match &st.notice {
-        Some(n) => (
-            cut_middle(&n.text, notice_room),
-            match n.level {
-                Level::Info => t.status_key,
-                Level::Warning => t.warning.patch(t.status),
-                Level::Error => t.error.patch(t.status),
-            },
-        ),
-        None => (format!("{} help", keys.hint(Action::Help)), t.status),
-    };
-    right.push((notice, nstyle));
+    if let Some(n) = &st.notice {
+        let style = match n.level {
+            Level::Info => t.status_key,
+            Level::Warning => t.warning.patch(t.status),
+            Level::Error => t.error.patch(t.status),
+        };
+        right.insert(right.len() - 1, (cut_middle(&n.text, notice_room), style));
+    }
     let right_w: usize =
         right.iter().map(|(x, _)| x.width()).sum::<usize>() + SEP.width() * right.len();
     // Left: as many fields as fit, in order.

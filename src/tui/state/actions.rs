@@ -93,7 +93,10 @@ pub(super) fn on_action(s: &mut State, a: Action) -> Vec<Effect> {
             s.quit = true;
             fx.push(Effect::Quit);
         }
-        Action::Help => s.help = !s.help,
+        Action::Help => {
+            s.help = !s.help;
+            s.help_scroll = 0;
+        }
         Action::HistoryPrev => s.chat.input.history_prev(),
         Action::HistoryNext => s.chat.input.history_next(),
         Action::ScrollUp => s.chat.scroll(-1),

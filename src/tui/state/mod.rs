@@ -61,6 +61,8 @@ pub enum Msg {
     Reset,
     /// Another page of the help (negative: back).
     HelpPage(i64),
+    /// Scroll the help page by this many lines (negative: up); the pane clamps it.
+    HelpScroll(i64),
 }
 
 /// What the app must do after an update (the reducer itself touches nothing outside).
@@ -154,6 +156,8 @@ pub struct State {
     pub help: bool,
     /// The help page shown (keys, what you see, messages).
     pub help_page: usize,
+    /// Lines of the help page scrolled past (the pane clamps it when drawing).
+    pub help_scroll: usize,
     pub now: f64,
     pub quit: bool,
 }
@@ -178,6 +182,7 @@ impl State {
             status: Status::default(),
             help: false,
             help_page: 0,
+            help_scroll: 0,
             now: 0.0,
             quit: false,
         }
@@ -257,6 +262,11 @@ pub fn update(s: &mut State, msg: Msg) -> Vec<Effect> {
         Msg::HelpPage(by) => {
             let n = 3;
             s.help_page = (s.help_page as i64 + by).rem_euclid(n) as usize;
+            s.help_scroll = 0;
+            Vec::new()
+        }
+        Msg::HelpScroll(by) => {
+            s.help_scroll = s.help_scroll.saturating_add_signed(by as isize);
             Vec::new()
         }
         Msg::Reset => {

@@ -83,7 +83,8 @@ pub struct Status {
     pub recording: Option<String>,
     pub replay: Option<ReplayStatus>,
     pub notice: Option<Notice>,
-    /// Every warning and error of the session, in full (the help page lists them).
+    /// The session's notices in full, oldest first (the help's messages page lists
+    /// them; the status line may have cut them). At most `MAX_MESSAGES`.
     pub messages: Vec<(Level, String)>,
     /// Ctrl+C was pressed once: a second one quits.
     pub quit_armed: bool,
@@ -91,10 +92,18 @@ pub struct Status {
     pub clock: f64,
 }
 
+/// Notices kept for the help's messages page.
+pub const MAX_MESSAGES: usize = 200;
+
 impl Status {
     pub fn notice(&mut self, text: impl Into<String>, level: Level, topic: Topic) {
         let text = text.into();
-        if level != Level::Info && !self.messages.iter().any(|m| m.1 == text) {
+        let repeated = self.messages.last().is_some_and(|m| m.1 == text)
+            || (level != Level::Info && self.messages.iter().any(|m| m.1 == text));
+        if !repeated {
+            if self.messages.len() == MAX_MESSAGES {
+                self.messages.remove(0);
+            }
             self.messages.push((level, text.clone()));
         }
         let secs = if level == Level::Info { 4.0 } else { 10.0 };
