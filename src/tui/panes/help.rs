@@ -35,7 +35,15 @@ pub const LEGEND: &[(&str, &str)] = &[
     ("TPF", "tokens per forward: decode tokens / decode forwards; \"(session)\" counts the whole session (history title, and the status line where it is wide), the history's sparklines are 8-round means"),
     ("tok/s", "tokens per second of forward time (the screen's own time left out)"),
     ("drafting × AR", "drafting's tokens per ms of forward time against AR steps', on this machine"),
-    ("history bars", "one per round: height = tokens advanced / block size; colour: full block, reject, reused branch"),
+    ("· and ⏎", "in token text: a space at the token's start, and a newline"),
+    ("+token", "the bonus token after the verdict"),
+    ("◀", "the block size chosen among the candidates"),
+    ("[a b …]", "a branch row's first drafted tokens"),
+    ("drafts saved", "draft forwards skipped because a branch row hit"),
+    ("request N live", "the round pane follows the newest round of request N; \"past\" when you walk back with Alt+←"),
+    ("history bars (adv/B)", "one per round: height = tokens advanced ÷ block size; colour: full block, reject, reused branch"),
+    ("family histogram", "per prompt family: how many rounds advanced 1, 2, ≤4, ≤8 … tokens, bar height relative to the family's most common"),
+    ("origin colours (Ctrl+O)", "answer tokens coloured by where they came from: the accepted colour for accepted draft tokens, the bonus colour for bonus tokens, the branch colour for tokens of a reused branch row"),
 ];
 
 /// Why speculation does or does not pay on this machine.
@@ -43,7 +51,8 @@ const SPEED: &str = "On a CPU a forward of a small model is compute-bound from a
 
 fn keys_page(t: &Theme, keys: &Keymap, width: usize, height: usize) -> Vec<Line<'static>> {
     let rows = keys.help_rows();
-    let two = rows.len() > height && width >= 70;
+    // Two columns only where the descriptions fit whole; else one that scrolls.
+    let two = rows.len() > height && width >= 140;
     let col_w = if two { width / 2 } else { width };
     let key_w = 16.min(col_w / 3);
     let cell = |r: &(String, crate::tui::action::Action, &'static str)| {
@@ -64,7 +73,11 @@ fn keys_page(t: &Theme, keys: &Keymap, width: usize, height: usize) -> Vec<Line<
     } else {
         rows.len()
     };
-    let mut lines = Vec::new();
+    // The note first: the list below it may scroll.
+    let mut lines = vec![Line::styled(
+        "Printable keys act only while the input is empty. Rebind in <config dir>/keymap.toml.",
+        t.dim,
+    )];
     for i in 0..n {
         let mut spans = cell(&rows[i]);
         if two {
@@ -74,10 +87,6 @@ fn keys_page(t: &Theme, keys: &Keymap, width: usize, height: usize) -> Vec<Line<
         }
         lines.push(Line::from(spans));
     }
-    lines.push(Line::styled(
-        "Printable keys act only while the input is empty. Rebind in <config dir>/keymap.toml.",
-        t.dim,
-    ));
     lines
 }
 

@@ -207,10 +207,8 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme) {
             Rect::new(inner.x, inner.y + y, label_w, 1),
         );
     };
-    label(f, 0, "accept");
-    if bar_rows > 1 {
-        label(f, 1, "/block");
-    }
+    // Bar height is tokens advanced ÷ block size (F1's "history bars").
+    label(f, 0, "adv/B");
     f.render_widget(
         Bars {
             rounds: &shown,
