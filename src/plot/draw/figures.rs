@@ -306,14 +306,7 @@ pub fn block_shares(b: &BlockShares, caption: &str, pal: &Palette) -> Result<Str
             .disable_x_mesh()
             .light_line_style(WHITE)
             .x_labels(n.max(1))
-            .x_label_formatter(&|v| {
-                let i = v.round();
-                if (v - i).abs() < 1e-6 && i >= 0.0 {
-                    labels.get(i as usize).cloned().unwrap_or_default()
-                } else {
-                    String::new()
-                }
-            })
+            .x_label_formatter(&|v| category(&labels, *v))
             .y_desc("share of rounds")
             .y_label_formatter(&|v| format!("{:.0}%", 100.0 * v))
             .axis_desc_style((FONT, 13))
@@ -464,14 +457,7 @@ pub fn branches(
             .disable_x_mesh()
             .light_line_style(WHITE)
             .x_labels(n.max(1))
-            .x_label_formatter(&|v| {
-                let i = v.round();
-                if (v - i).abs() < 1e-6 && i >= 0.0 {
-                    labels.get(i as usize).cloned().unwrap_or_default()
-                } else {
-                    String::new()
-                }
-            })
+            .x_label_formatter(&|v| category(&labels, *v))
             .y_desc("rows reused / rows built")
             .y_label_formatter(&|v| format!("{:.0}%", 100.0 * v))
             .axis_desc_style((FONT, 13))
@@ -586,4 +572,15 @@ pub fn branches(
         }
         Ok(())
     })
+}
+
+/// The label of the category bar at `v` on an axis of categories 0, 1, … (none
+/// between them).
+fn category(labels: &[String], v: f64) -> String {
+    let i = v.round();
+    if (v - i).abs() < 1e-6 && i >= 0.0 {
+        labels.get(i as usize).cloned().unwrap_or_default()
+    } else {
+        String::new()
+    }
 }
