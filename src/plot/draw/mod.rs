@@ -149,8 +149,21 @@ fn glyph<C>(g: &'static str, at: C, color: RGBColor) -> Text<'static, C, &'stati
     Text::new(g, at, (FONT, 14).into_font().color(&color).pos(centre))
 }
 
-/// Splits `text` into lines of at most `width` characters at `sep` boundaries.
+/// Splits `text` into lines of at most `width` characters at `sep` boundaries; a part
+/// longer than a line (a long command) is split again at spaces.
 fn wrap(text: &str, width: usize, sep: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    for line in wrap_parts(text, width, sep) {
+        if sep != " " && line.chars().count() > width {
+            lines.extend(wrap_parts(&line, width, " "));
+        } else {
+            lines.push(line);
+        }
+    }
+    lines
+}
+
+fn wrap_parts(text: &str, width: usize, sep: &str) -> Vec<String> {
     let mut lines = vec![String::new()];
     for (i, part) in text.split(sep).enumerate() {
         let last = lines.last_mut().expect("one line at least");
@@ -337,3 +350,18 @@ fn range(values: impl Iterator<Item = f64>, from_zero: bool) -> std::ops::Range<
 
 mod figures;
 pub use figures::*;
+
+#[cfg(test)]
+mod tests {
+    use super::wrap;
+
+    #[test]
+    fn captions_wrap_at_separators_and_long_commands_at_spaces() {
+        let cmd = "source: `specscope bench --configs ar,linear --blocks 8,16,32 --concurrency 1,2,4`";
+        let lines = wrap(&format!("{cmd} · model: m · date: d"), 40, " · ");
+        assert!(lines.iter().all(|l| l.chars().count() <= 40), "{lines:?}");
+        let words = |t: &str| t.replace(" · ", " ").split_whitespace().collect::<Vec<_>>().join(" ");
+        assert_eq!(words(&lines.join(" ")), words(&format!("{cmd} · model: m · date: d")));
+        assert_eq!(wrap("a · b", 40, " · "), vec!["a · b".to_string()]);
+    }
+}
