@@ -3,6 +3,7 @@
 //! terminal's own output), side by side in one process; frame times; and how long keys
 //! sent while decoding take to reach the screen.
 
+use super::progress::Progress;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
@@ -256,6 +257,7 @@ pub fn run(args: UiBenchArgs) -> Result<()> {
     let mut head_texts = Vec::new();
     let mut sent: Vec<Instant> = Vec::new();
     let total = passes * prompts.len();
+    let mut progress = Progress::new("ui-bench", total as u64);
     let finished = || log.lock().map(|l| l.len()).unwrap_or(0);
     for (rep, head) in head_secs.iter_mut().enumerate() {
         let keys = rep == repeats;
@@ -282,10 +284,10 @@ pub fn run(args: UiBenchArgs) -> Result<()> {
                     bail!("request {} did not finish", done + 1);
                 }
             }
-            eprint!("\rrequest {}/{total}", done + 1);
+            progress.set(done as u64 + 1, "requests (headless, then with the screen)");
         }
     }
-    eprintln!();
+    progress.finish("done");
     tx.send(key(KeyCode::Char('q'), KeyModifiers::CONTROL))?;
     let frames = app
         .join()

@@ -357,11 +357,20 @@ mod tests {
 
     #[test]
     fn captions_wrap_at_separators_and_long_commands_at_spaces() {
-        let cmd = "source: `specscope bench --configs ar,linear --blocks 8,16,32 --concurrency 1,2,4`";
+        let cmd =
+            "source: `specscope bench --configs ar,linear --blocks 8,16,32 --concurrency 1,2,4`";
         let lines = wrap(&format!("{cmd} · model: m · date: d"), 40, " · ");
         assert!(lines.iter().all(|l| l.chars().count() <= 40), "{lines:?}");
-        let words = |t: &str| t.replace(" · ", " ").split_whitespace().collect::<Vec<_>>().join(" ");
-        assert_eq!(words(&lines.join(" ")), words(&format!("{cmd} · model: m · date: d")));
+        let words = |t: &str| {
+            t.replace(" · ", " ")
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        assert_eq!(
+            words(&lines.join(" ")),
+            words(&format!("{cmd} · model: m · date: d"))
+        );
         assert_eq!(wrap("a · b", 40, " · "), vec!["a · b".to_string()]);
     }
 }
