@@ -271,7 +271,7 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme) {
     lines.push(Line::from(br));
     let w = usize::from(inner.width / 2).saturating_sub(22).max(4);
     let (tpf, tps) = rates(&s.stats.samples, w);
-    lines.push(Line::from(vec![
+    let mut rate = Line::from(vec![
         Span::styled("TPF ", t.dim),
         Span::styled(sparkline(&tpf, w), t.accepted),
         Span::styled(
@@ -284,8 +284,12 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme) {
             format!(" {:.0}", tps.last().copied().unwrap_or(0.0)),
             t.text,
         ),
-        Span::styled(format!(" ({WINDOW}-round means)"), t.dim),
-    ]));
+    ]);
+    let means = format!(" ({WINDOW}-round means)");
+    if rate.width() + means.width() <= usize::from(inner.width) {
+        rate.push_span(Span::styled(means, t.dim));
+    }
+    lines.push(rate);
     for (fam, fs) in &sm.families {
         let mut spans = vec![Span::styled(format!("{fam:<6} "), t.text)];
         let counts: Vec<usize> = BUCKETS

@@ -176,9 +176,12 @@ fn quoted(text: &str) -> String {
 fn branch_lines(r: &RoundView, s: &State, t: &Theme, width: usize) -> Vec<Line<'static>> {
     let mut out = Vec::new();
     if let Some(k) = r.reused {
-        out.push(Line::styled(
-            format!("block reused from branch {k} (no draft forward this round)"),
-            t.reused,
+        out.extend(wrap(
+            &[(
+                format!("block reused from branch {k} (no draft forward this round)"),
+                t.reused,
+            )],
+            width,
         ));
     }
     for (i, b) in r.branches.iter().enumerate() {
@@ -207,7 +210,8 @@ fn branch_lines(r: &RoundView, s: &State, t: &Theme, width: usize) -> Vec<Line<'
             }
             None => ("…".to_string(), t.dim),
         };
-        let room = width.saturating_sub(head.width() + badge.width() + 4);
+        // The preview gives way first; a long miss reason then wraps.
+        let room = width.saturating_sub(head.width() + badge.width().min(12) + 4);
         let mut preview = String::new();
         for id in &b.block {
             let tok = visible_token(&s.session.token(*id), CELL_MAX);
@@ -218,11 +222,14 @@ fn branch_lines(r: &RoundView, s: &State, t: &Theme, width: usize) -> Vec<Line<'
             preview.push_str(&tok);
             preview.push(' ');
         }
-        out.push(Line::from(vec![
-            Span::styled(head, style),
-            Span::styled(format!("[{}] ", preview.trim_end()), t.text),
-            Span::styled(badge, bstyle),
-        ]));
+        out.extend(wrap(
+            &[
+                (head, style),
+                (format!("[{}] ", preview.trim_end()), t.text),
+                (badge, bstyle),
+            ],
+            width,
+        ));
     }
     if r.branches.is_empty() && r.block.len() > 1 {
         let why = match s.session.requests.get(&r.req) {
