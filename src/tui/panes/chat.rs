@@ -277,9 +277,8 @@ fn intro(s: &State, t: &Theme, keys: &Keymap, width: usize, height: usize) -> Ve
     out
 }
 
-/// The intro's lines on how to watch (after a blank line).
-/// The sentences where the pane has room for them and an example after them, else
-/// one compact line.
+/// The intro's lines on how to watch, after a blank line: sentences where the pane has
+/// room for them and an example after them, else one compact line.
 fn intro_keys(t: &Theme, keys: &Keymap, width: usize, room: usize) -> Vec<Line<'static>> {
     let mut out = vec![Line::default()];
     let k = |a| keys.hint(a);
