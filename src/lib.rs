@@ -25,7 +25,7 @@ pub fn settle_thread_count() {
 }
 
 /// A text file read whole, refusing one larger than `max` bytes (a device like
-/// /dev/zero, or a file that is not what it claims): config files are small.
+/// /dev/zero, or a file that is not what it claims): every file read this way is small.
 pub fn read_bounded(path: &std::path::Path, max: u64) -> anyhow::Result<String> {
     use std::io::Read;
     let file = std::fs::File::open(path)
@@ -38,7 +38,7 @@ pub fn read_bounded(path: &std::path::Path, max: u64) -> anyhow::Result<String> 
         .map_err(|e| e.context(format!("cannot read {}", path.display())))?;
     if bytes.len() as u64 > max {
         anyhow::bail!(
-            "{} is larger than {} KiB: not a config file",
+            "{} is larger than {} KiB, the most a file of its kind may be",
             path.display(),
             max / 1024
         );

@@ -101,6 +101,11 @@ fn main() -> ExitCode {
         Command::Eval(a) => ok(cli::eval::run(a)),
         Command::Plot(a) => ok(cli::plot::run(a)),
     };
+    // The fused kernel turned itself off (its first check on a device failed): say so
+    // once, after the screen is gone, whatever the command printed.
+    if let Some(n) = specscope::model::kernels::notice() {
+        eprintln!("specscope: {n}");
+    }
     match result {
         Ok(code) => code,
         Err(e) => {

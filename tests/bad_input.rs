@@ -398,3 +398,20 @@ fn synthetic_checkpoints_are_what_the_tests_mutate() {
     );
     generate_ar(&m, &[1, 20, 21], 4, &[], |_| Ok(())).unwrap();
 }
+
+/// Every file specscope reads whole is read with a bound: a device that never ends
+/// (or a huge file) is an error naming it, not an allocation without end.
+#[test]
+fn files_read_whole_are_bounded() {
+    let zero = Path::new("/dev/zero");
+    if !zero.exists() {
+        eprintln!("skipped: no /dev/zero here");
+        return;
+    }
+    let e = specscope::engine::cost::CostModel::from_file(zero).unwrap_err();
+    assert!(format!("{e:#}").contains("/dev/zero"), "{e:#}");
+    let e = specscope::engine::policy::SurvivalTables::from_file(zero).unwrap_err();
+    assert!(format!("{e:#}").contains("/dev/zero"), "{e:#}");
+    let e = specscope::bench::prompts::read_prompt_file(zero).unwrap_err();
+    assert!(format!("{e:#}").contains("larger than"), "{e:#}");
+}

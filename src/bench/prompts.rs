@@ -56,7 +56,8 @@ pub struct BenchPrompt {
 /// Reads a JSONL prompt file (`{"prompt": ..., "family": ..., "history": [...]}` per line;
 /// blank lines skipped). Errors name the file and line.
 pub fn read_prompt_file(path: &Path) -> Result<Vec<PromptRecord>> {
-    let text = std::fs::read_to_string(path)
+    // Prompt files are read whole; 256 MiB is far above any prompt set.
+    let text = crate::read_bounded(path, 256 << 20)
         .with_context(|| format!("cannot read prompt file {}", path.display()))?;
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {

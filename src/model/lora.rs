@@ -32,8 +32,7 @@ impl DraftLora {
     /// Loads `adapter_config.json` and `adapter_model.safetensors` from `dir`.
     pub fn load(dir: &Path, cfg: &Config, dtype: DType, device: &Device) -> Result<Self> {
         let cfg_path = dir.join("adapter_config.json");
-        let text = std::fs::read_to_string(&cfg_path)
-            .with_context(|| format!("cannot read {}", cfg_path.display()))?;
+        let text = crate::read_bounded(&cfg_path, 1 << 20)?;
         let ac: AdapterConfig = serde_json::from_str(&text)
             .with_context(|| format!("invalid adapter config {}", cfg_path.display()))?;
         ensure!(

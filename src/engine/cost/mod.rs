@@ -186,7 +186,7 @@ impl CostModel {
     }
 
     pub fn from_file(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path)
+        let text = crate::read_bounded(path, 16 << 20)
             .with_context(|| format!("cannot read cost profile {}", path.display()))?;
         let profile: Profile = serde_json::from_str(&text)
             .with_context(|| format!("invalid cost profile {}", path.display()))?;

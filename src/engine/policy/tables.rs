@@ -108,7 +108,7 @@ impl SurvivalTables {
     }
 
     pub fn from_file(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path)
+        let text = crate::read_bounded(path, 16 << 20)
             .with_context(|| format!("cannot read survival tables {}", path.display()))?;
         serde_json::from_str(&text)
             .with_context(|| format!("invalid survival tables {}", path.display()))
