@@ -47,7 +47,7 @@ pub const LEGEND: &[(&str, &str)] = &[
 ];
 
 /// Why speculation does or does not pay on this machine.
-const SPEED: &str = "On a CPU a forward of a small model is compute-bound from about 2 tokens on, so drafting 16 tokens costs about as much as 16 AR steps: speculation cannot win wall-clock here, whatever the acceptance. It wins where a forward is memory-bound (a GPU at small concurrency, a large model), and the screen is there to show how it works: TPF, acceptance and branch hits are what carry over.";
+const SPEED: &str = "On a CPU a forward of a small model is compute-bound from about 2 tokens on: a forward of 16 tokens costs several of 1, so a draft and its verification cost about as much as the AR steps a round replaces, and speculation gains little or nothing on wall-clock here, whatever the acceptance. It wins where a forward is memory-bound (a GPU at small concurrency, a large model), and the screen is there to show how it works: TPF, acceptance and branch hits are what carry over.";
 
 fn keys_page(t: &Theme, keys: &Keymap, width: usize, height: usize) -> Vec<Line<'static>> {
     let rows = keys.help_rows();
