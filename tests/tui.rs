@@ -1274,3 +1274,14 @@ fn notices_keep_the_help_key_and_are_kept_in_full() {
     let page = screen_text(&draw(&s, &Theme::dark(), 120, 30));
     assert!(page.contains("session-20261201.jsonl"), "{page}");
 }
+
+/// The round pane says "live" only while the request answers.
+#[test]
+fn round_title_says_live_only_while_answering() {
+    let mut s = scripted();
+    let live = screen_text(&draw(&s, &Theme::dark(), 120, 30));
+    assert!(live.contains("request 1 live"), "{live}");
+    finish(&mut s);
+    let done = screen_text(&draw(&s, &Theme::dark(), 120, 30));
+    assert!(done.contains("request 1 latest"), "{done}");
+}

@@ -40,7 +40,7 @@ pub const LEGEND: &[(&str, &str)] = &[
     ("◀", "the block size chosen among the candidates"),
     ("[a b …]", "a branch row's first drafted tokens"),
     ("drafts saved", "draft forwards skipped because a branch row hit"),
-    ("request N live", "the round pane follows the newest round of request N; \"past\" when you walk back with Alt+←"),
+    ("request N live", "the round pane follows the newest round of request N while it answers (\"latest\" once it is done, \"replay\" in a replay; \"past\" when you walk back with Alt+←)"),
     ("history bars (adv/B)", "one per round: height = tokens advanced ÷ block size; colour: full block, reject, reused branch"),
     ("family histogram", "per prompt family: how many rounds advanced 1, 2, ≤4, ≤8 … tokens, bar height relative to the family's most common"),
     ("origin colours (Ctrl+O)", "answer tokens coloured by where they came from: the accepted colour for accepted draft tokens, the bonus colour for bonus tokens, the branch colour for tokens of a reused branch row"),

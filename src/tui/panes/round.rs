@@ -441,7 +441,16 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme, keys: &Keymap) {
             t.warning,
         ));
     } else {
-        title.push(Span::styled("live ", t.dim));
+        // "live" only while the request is answering; a replay and a finished answer
+        // show their latest round.
+        let word = if s.replaying() {
+            "replay "
+        } else if s.session.live.contains(&r.req) {
+            "live "
+        } else {
+            "latest "
+        };
+        title.push(Span::styled(word, t.dim));
     }
     if s.status.paused {
         title.push(Span::styled("⏸ paused ", t.warning));
