@@ -65,27 +65,25 @@ pub struct Geometry {
 
 impl Geometry {
     pub fn of(cfg: &Config) -> Self {
-        let (h, i, v) = (
+        Self::dims(
             cfg.hidden_size as f64,
             cfg.intermediate_size as f64,
             cfg.vocab_size as f64,
-        );
-        let q = (cfg.num_attention_heads * cfg.head_dim()) as f64;
-        let kv = (cfg.num_kv_heads() * cfg.head_dim()) as f64;
-        let layers = cfg.num_hidden_layers as f64;
-        Self {
-            matmul_params: layers * (2.0 * h * q + 2.0 * h * kv + 3.0 * h * i) + v * h,
-            layers,
-            q_dim: q,
-            kv_dim: kv,
-            bytes: 2.0,
-        }
+            cfg.num_hidden_layers as f64,
+            (cfg.num_attention_heads * cfg.head_dim()) as f64,
+            (cfg.num_kv_heads() * cfg.head_dim()) as f64,
+        )
     }
 
     /// Nemotron-Labs-Diffusion 8B: vocab 131072, hidden 4096, 34 layers, 32 heads of
     /// 128, 8 KV heads, intermediate 14336 (`../shared/reference/model.md`).
     pub fn nld_8b() -> Self {
-        let (h, i, v, layers, q, kv) = (4096.0, 14336.0, 131072.0, 34.0, 4096.0, 1024.0);
+        Self::dims(4096.0, 14336.0, 131072.0, 34.0, 4096.0, 1024.0)
+    }
+
+    /// From hidden `h`, intermediate `i`, vocabulary `v`, layer count, query width `q`
+    /// and key width `kv`: q, k, v, o, the SwiGLU's three and the untied head, in bf16.
+    fn dims(h: f64, i: f64, v: f64, layers: f64, q: f64, kv: f64) -> Self {
         Self {
             matmul_params: layers * (2.0 * h * q + 2.0 * h * kv + 3.0 * h * i) + v * h,
             layers,

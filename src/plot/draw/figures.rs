@@ -92,14 +92,7 @@ pub fn acceptance(a: &Acceptance, caption: &str, pal: &Palette) -> Result<String
                     )
                 });
             if k == 0 {
-                chart
-                    .configure_series_labels()
-                    .position(SeriesLabelPosition::UpperLeft)
-                    .background_style(WHITE.mix(0.85))
-                    .border_style(pal.dim)
-                    .label_font((FONT, 12))
-                    .draw()
-                    .map_err(err)?;
+                legend(&mut chart, SeriesLabelPosition::UpperLeft, pal)?;
             }
         }
         Ok(())
@@ -357,14 +350,7 @@ pub fn block_shares(b: &BlockShares, caption: &str, pal: &Palette) -> Result<Str
                 .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], fill));
             chart.draw_series(texts).map_err(err)?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(pal.dim)
-            .label_font((FONT, 12))
-            .draw()
-            .map_err(err)?;
+        legend(&mut chart, SeriesLabelPosition::UpperRight, pal)?;
         Ok(())
     })
 }
@@ -561,14 +547,7 @@ pub fn branches(
                     pal.dim.stroke_width(1),
                 )))
                 .map_err(err)?;
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperRight)
-                .background_style(WHITE.mix(0.85))
-                .border_style(pal.dim)
-                .label_font((FONT, 12))
-                .draw()
-                .map_err(err)?;
+            legend(&mut chart, SeriesLabelPosition::UpperRight, pal)?;
         }
         Ok(())
     })
