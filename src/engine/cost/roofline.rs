@@ -191,6 +191,10 @@ mod tests {
     fn cross_check_against_the_paper() {
         let pts = cross_check();
         assert_eq!(pts.len(), 24);
+        // The range the docs quote: `cargo test --lib cross_check -- --nocapture`.
+        let ratios = pts.iter().map(|(_, _, m, p)| m / p);
+        let (lo, hi) = ratios.fold((f64::MAX, 0f64), |(l, h), r| (l.min(r), h.max(r)));
+        eprintln!("roofline / paper over the 24 B200 points: {lo:.2}–{hi:.2}");
         for (c, b, model, paper) in pts {
             let r = model / paper;
             assert!(
