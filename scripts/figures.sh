@@ -4,6 +4,7 @@
 # so `specscope plot` can redraw them without rerunning anything.
 #
 #   scripts/figures.sh [OUT_DIR]      (default docs/figures; about 15 minutes on 2 cores)
+#   KEEP_PROFILE=1 scripts/figures.sh (keeps OUT_DIR/data/profile.json)
 #
 # Two benches: priced by this machine's cost profile (measured tokens/s; the block
 # sizes RecGuide chooses here), and by the B200 roofline profile of NLD-8B (the
@@ -28,8 +29,12 @@ limit="${LIMIT:-4}"
   --cost-profile b200-nld8b --json "$data/bench-b200.json"
 # The default chat's options (the paper preset), 10 held-out prompts per family.
 "$bin" trace record --limit 10 --out "$data/session.jsonl"
-"$bin" profile --rows 1,2,4,8 --tokens 1,4,8,16,32 --cache 256,1024 --repeats 5 \
-  --json "$data/profile.json"
+# Forward latency depends on the architecture, not the weights: KEEP_PROFILE=1 keeps
+# the measured profile.json when only the weights changed.
+if [ "${KEEP_PROFILE:-0}" != 1 ] || [ ! -f "$data/profile.json" ]; then
+  "$bin" profile --rows 1,2,4,8 --tokens 1,4,8,16,32 --cache 256,1024 --repeats 5 \
+    --json "$data/profile.json"
+fi
 
 "$bin" plot --bench "$data/bench-cpu.json" --recording "$data/session.jsonl" \
   --profile "$data/profile.json" --out "$out"

@@ -8,6 +8,7 @@ use common::fixture_prompts;
 use specscope::engine::cost::CostModel;
 use specscope::engine::options::THROUGHPUT_BLOCKS;
 use specscope::engine::overlap::RowTable;
+use specscope::engine::policy::{stratum, SurvivalTables};
 use specscope::engine::{
     generate_ar, Batching, Blocks, DecodeOptions, Mode, NullSink, Preset, RequestStats, Scheduler,
     Submit,
@@ -35,15 +36,8 @@ fn decode(
     opts: &DecodeOptions,
     concurrency: usize,
 ) -> (Vec<Vec<u32>>, Vec<RequestStats>) {
-    decode_with(
-        model,
-        prompts,
-        opts,
-        concurrency,
-        Batching::Packed,
-        gpu_like(),
-        |_| {},
-    )
+    let sched = scheduler(model, Batching::Packed, gpu_like());
+    decode_with(sched, prompts, opts, concurrency, |_| {})
 }
 
 /// Costs nearly flat in B, as on a GPU, so the adaptive policy uses the large sizes
@@ -76,21 +70,22 @@ fn cpu_like() -> CostModel {
     }
 }
 
-/// `decode` with a batching choice and costs; `after_step` sees the scheduler after
-/// every round.
+/// A scheduler with a batching choice and fixed costs.
+fn scheduler(model: &Model, batching: Batching, cost: CostModel) -> Scheduler {
+    Scheduler::new(model.clone(), None)
+        .with_batching(batching)
+        .with_cost(cost)
+        .with_cost_learning(false)
+}
+
+/// `decode` on a given scheduler; `after_step` sees it after every round.
 fn decode_with(
-    model: &Model,
+    mut sched: Scheduler,
     prompts: &[Vec<u32>],
     opts: &DecodeOptions,
     concurrency: usize,
-    batching: Batching,
-    cost: CostModel,
     mut after_step: impl FnMut(&Scheduler),
 ) -> (Vec<Vec<u32>>, Vec<RequestStats>) {
-    let mut sched = Scheduler::new(model.clone(), None)
-        .with_batching(batching)
-        .with_cost(cost)
-        .with_cost_learning(false);
     let mut out = vec![Vec::new(); prompts.len()];
     let mut stats = Vec::new();
     let mut ids = Vec::new();
@@ -211,7 +206,13 @@ fn adaptive_small_blocks_and_ar_steps_are_lossless() {
     let mut sizes = std::collections::BTreeSet::new();
     for c in [1, 4, 16] {
         for batching in [Batching::Packed, Batching::ByBlock] {
-            let (got, stats) = decode_with(&model, prompts, &o, c, batching, cpu_like(), |_| {});
+            let (got, stats) = decode_with(
+                scheduler(&model, batching, cpu_like()),
+                prompts,
+                &o,
+                c,
+                |_| {},
+            );
             for (k, (g, w)) in got.iter().zip(&want).enumerate() {
                 assert_eq!(g, w, "C={c} {batching:?}: prompt {k} differs from AR");
             }
@@ -221,6 +222,26 @@ fn adaptive_small_blocks_and_ar_steps_are_lossless() {
     for b in [1, 4] {
         assert!(sizes.contains(&b), "B = {b} never chosen: {sizes:?}");
     }
+}
+
+/// Survival tables under which a request's block size follows its last round: after a
+/// full block every draft survives long (B = 32 pays), after a rejection survival drops
+/// at once (B = 8 is cheapest). The test below needs requests that plan different
+/// sizes in one round, whatever the shipped tables (measured on the bundled model, not
+/// this fixture) happen to say.
+fn follow_the_last_round() -> SurvivalTables {
+    let mut t = SurvivalTables::marginal_reference();
+    let bins = t.edges.len() + 1;
+    for last in [1usize, 4, 8, 16, 32] {
+        for (full, q) in [(true, 0.97f64), (false, 0.3)] {
+            let by_b = t.strata.entry(stratum(last, full)).or_default();
+            for b in [8usize, 16, 32] {
+                let curve: Vec<f64> = (0..b).map(|k| q.powi(k as i32)).collect();
+                by_b.insert(b, vec![curve; bins]);
+            }
+        }
+    }
+    t
 }
 
 /// Requests that planned different block sizes share one draft and one verify forward
@@ -234,7 +255,9 @@ fn packed_rounds_share_forwards_and_match_buckets() {
     let o = opts(Mode::Recguide, 16, true, true);
     let mut last = (0, 0);
     let mut worst = 0;
-    let (packed, _) = decode_with(&model, prompts, &o, 4, Batching::Packed, gpu_like(), |s| {
+    let tables = follow_the_last_round();
+    let sched = scheduler(&model, Batching::Packed, gpu_like()).with_tables(tables.clone());
+    let (packed, _) = decode_with(sched, prompts, &o, 4, |s| {
         let c = s.counts();
         let now = (c.draft, c.verify + c.fused);
         worst = worst.max((now.0 - last.0).max(now.1 - last.1));
@@ -243,11 +266,11 @@ fn packed_rounds_share_forwards_and_match_buckets() {
     assert_eq!(packed, want);
     assert_eq!(worst, 1, "a round ran more than one forward per phase");
     let mut by_block_forwards = 0;
-    let (buckets, stats) =
-        decode_with(&model, prompts, &o, 4, Batching::ByBlock, gpu_like(), |s| {
-            let c = s.counts();
-            by_block_forwards = c.draft + c.verify + c.fused;
-        });
+    let sched = scheduler(&model, Batching::ByBlock, gpu_like()).with_tables(tables);
+    let (buckets, stats) = decode_with(sched, prompts, &o, 4, |s| {
+        let c = s.counts();
+        by_block_forwards = c.draft + c.verify + c.fused;
+    });
     assert_eq!(buckets, want);
     let sizes: std::collections::BTreeSet<&usize> =
         stats.iter().flat_map(|s| s.tally.blocks.keys()).collect();

@@ -48,6 +48,7 @@ fn toy_training_lowers_the_loss_and_resumes() {
         state: tmp.path().join("state"),
         spec: Spec::toy_trainable(),
         steps: 24,
+        anneal_steps: 0,
         batch: 4,
         seq_len: 64,
         lr: 5e-3,
@@ -83,6 +84,70 @@ fn toy_training_lowers_the_loss_and_resumes() {
         .unwrap();
     let g = generate_ar(&m, &ids, 8, &[], |_| Ok(())).unwrap();
     assert_eq!(g.tokens.len(), 8);
+}
+
+/// The annealing phase switches to its own stream and schedule: the learning rate
+/// re-warms to a third of the peak and decays to the floor at the last step, and the
+/// run finishes with every step logged.
+#[test]
+fn toy_training_anneals_with_its_own_stream_and_schedule() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = TrainOptions {
+        out: tmp.path().join("model"),
+        state: tmp.path().join("state"),
+        spec: Spec::toy_trainable(),
+        steps: 48,
+        anneal_steps: 24,
+        batch: 4,
+        seq_len: 64,
+        lr: 5e-3,
+        min_lr: 5e-4,
+        warmup: 4,
+        weight_decay: 0.01,
+        clip: 1.0,
+        seed: 5,
+        exchanges: 600,
+        checkpoint_every: 24,
+        max_minutes: None,
+        prompts_dir: None,
+        heldout_per_family: 5,
+    };
+    let lr: Vec<f64> = (0..48).map(|s| trainer::lr_at(s, &o)).collect();
+    assert!((lr[3] - 5e-3).abs() < 1e-12, "main peak {lr:?}");
+    assert!(
+        (lr[23] - 5e-4).abs() < 1e-4,
+        "main phase ends near the floor {lr:?}"
+    );
+    let peak = 5e-3 * trainer::ANNEAL_PEAK;
+    assert!(
+        lr[24] < peak / 2.0,
+        "the annealing phase warms up again {lr:?}"
+    );
+    assert!((lr[35] - peak).abs() < 1e-12, "annealing peak {lr:?}");
+    assert!(
+        (lr[47] - 5e-4).abs() < 1e-4,
+        "annealing ends near the floor {lr:?}"
+    );
+
+    let mut notes = Vec::new();
+    let state = trainer::train(&o, "test", |_| {}, |n| notes.push(n.to_string())).unwrap();
+    assert_eq!(state.step, 48);
+    assert!(state
+        .losses
+        .iter()
+        .all(|l| l.1.is_finite() && l.2.is_finite()));
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.starts_with("annealing stream for the last 24 steps")),
+        "{notes:?}"
+    );
+    let bad = TrainOptions {
+        anneal_steps: 44,
+        ..o
+    };
+    let err = trainer::train(&bad, "test", |_| {}, |_| {}).unwrap_err();
+    assert!(format!("{err}").contains("--anneal-steps (44)"), "{err}");
 }
 
 /// The bundled model: NLD names and fields, and a chat answer that ends with eos.

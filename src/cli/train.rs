@@ -19,8 +19,13 @@ pub struct TrainArgs {
     /// `small` (the bundled ~4M model) or `toy` (seconds, for tests).
     #[arg(long, default_value = "small")]
     pub preset: String,
-    #[arg(long, default_value_t = 1000)]
+    /// Total steps, the annealing phase included (the defaults make the bundled model).
+    #[arg(long, default_value_t = 2250)]
     pub steps: usize,
+    /// The last steps train on the annealing stream, where word tasks weigh most, under
+    /// their own warm-up and cosine from a third of --lr; 0 for none.
+    #[arg(long, default_value_t = 800)]
+    pub anneal_steps: usize,
     #[arg(long, default_value_t = 16)]
     pub batch: usize,
     #[arg(long, default_value_t = 256)]
@@ -58,6 +63,7 @@ pub fn run(a: TrainArgs) -> Result<()> {
         state: a.state,
         spec,
         steps: a.steps,
+        anneal_steps: a.anneal_steps,
         batch: a.batch,
         seq_len: a.seq_len,
         lr: a.lr,

@@ -26,7 +26,11 @@ pub struct TrainOptions {
     pub state: PathBuf,
     /// Geometry of the model to train (`Spec::bundled()` or `Spec::toy_trainable()`).
     pub spec: Spec,
+    /// Total steps, the annealing phase included.
     pub steps: usize,
+    /// The last steps train on the annealing stream (`corpus::anneal_exchange`) under
+    /// their own warm-up and cosine; 0 for none.
+    pub anneal_steps: usize,
     pub batch: usize,
     pub seq_len: usize,
     pub lr: f64,
@@ -71,13 +75,35 @@ pub fn render_exchange(messages: &[ChatMessage]) -> Result<String> {
     Ok(format!("{prefix}{}<|im_end|>\n", last.content))
 }
 
-/// The learning rate at `step`: linear warm-up, then cosine decay to `min_lr`.
+/// Peak learning rate of the annealing phase, as a share of `lr`: a re-warm that
+/// moves the trained weights without undoing them.
+pub const ANNEAL_PEAK: f64 = 1.0 / 3.0;
+/// Warm-up steps of the annealing phase.
+pub const ANNEAL_WARMUP: usize = 20;
+
+/// The learning rate at `step`: linear warm-up, then cosine decay to `min_lr` over the
+/// main phase; the annealing phase repeats that shape from `lr × ANNEAL_PEAK`.
 pub fn lr_at(step: usize, o: &TrainOptions) -> f64 {
-    if step < o.warmup {
-        return o.lr * (step + 1) as f64 / o.warmup as f64;
+    let main = o.steps - o.anneal_steps;
+    if step >= main {
+        let warmup = ANNEAL_WARMUP.min(o.anneal_steps / 2);
+        return cosine(
+            step - main,
+            warmup,
+            o.anneal_steps,
+            o.lr * ANNEAL_PEAK,
+            o.min_lr,
+        );
     }
-    let progress = (step - o.warmup) as f64 / (o.steps - o.warmup).max(1) as f64;
-    o.min_lr + 0.5 * (o.lr - o.min_lr) * (1.0 + (std::f64::consts::PI * progress.min(1.0)).cos())
+    cosine(step, o.warmup, main, o.lr, o.min_lr)
+}
+
+fn cosine(step: usize, warmup: usize, total: usize, peak: f64, min: f64) -> f64 {
+    if step < warmup {
+        return peak * (step + 1) as f64 / warmup as f64;
+    }
+    let progress = (step - warmup) as f64 / (total - warmup).max(1) as f64;
+    min + 0.5 * (peak - min) * (1.0 + (std::f64::consts::PI * progress.min(1.0)).cos())
 }
 
 /// AdamW with decoupled weight decay on matrices only; moments are saved for resume.
@@ -229,17 +255,19 @@ pub fn pack(exchanges: &[Vec<u32>], len: usize) -> Vec<u32> {
     out
 }
 
-/// Writes the held-out prompt files, none of which occur in the training exchanges.
-fn write_heldout(dir: &Path, o: &TrainOptions) -> Result<()> {
+/// Seed of the held-out prompts.
+fn heldout_seed(o: &TrainOptions) -> u64 {
+    o.seed + 1_000_003
+}
+
+/// Writes the held-out prompt files, none of which occur in the main training
+/// exchanges (`train`, their prompt keys); the annealing stream is kept off them too.
+fn write_heldout(dir: &Path, o: &TrainOptions, train: &HashSet<String>) -> Result<()> {
     std::fs::create_dir_all(dir)?;
-    let train: HashSet<String> = corpus::generate(o.seed, o.exchanges)
-        .iter()
-        .map(corpus::prompt_key)
-        .collect();
     for f in Family::ALL {
         let path = dir.join(format!("{}.jsonl", f.name()));
         let mut out = String::new();
-        for p in corpus::heldout(o.seed + 1_000_003, f, o.heldout_per_family, &train) {
+        for p in corpus::heldout(heldout_seed(o), f, o.heldout_per_family, train) {
             out.push_str(&serde_json::to_string(&p)?);
             out.push('\n');
         }
@@ -270,7 +298,13 @@ pub fn train(
     mut progress: impl FnMut(&StepReport),
     mut note: impl FnMut(&str),
 ) -> Result<TrainState> {
-    ensure!(o.steps > o.warmup, "steps must exceed warm-up steps");
+    ensure!(
+        o.steps > o.warmup + o.anneal_steps,
+        "--steps ({}) must exceed --warmup ({}) plus --anneal-steps ({})",
+        o.steps,
+        o.warmup,
+        o.anneal_steps
+    );
     ensure!(
         o.seq_len.is_multiple_of(32),
         "seq_len must be a multiple of 32 (the largest block)"
@@ -280,13 +314,14 @@ pub fn train(
         .with_context(|| format!("cannot create {}", o.out.display()))?;
     std::fs::create_dir_all(&o.state)
         .with_context(|| format!("cannot create {}", o.state.display()))?;
-    if let Some(dir) = &o.prompts_dir {
-        write_heldout(dir, o)?;
-    }
-
-    // Corpus and tokenizer.
+    // Corpus, held-out prompts and tokenizer.
     let started = Instant::now();
-    let texts: Vec<String> = corpus::generate(o.seed, o.exchanges)
+    let main_exchanges = corpus::generate(o.seed, o.exchanges);
+    let train_keys: HashSet<String> = main_exchanges.iter().map(corpus::prompt_key).collect();
+    if let Some(dir) = &o.prompts_dir {
+        write_heldout(dir, o, &train_keys)?;
+    }
+    let texts: Vec<String> = main_exchanges
         .iter()
         .map(|e| render_exchange(&e.messages))
         .collect::<Result<_>>()?;
@@ -304,16 +339,19 @@ pub fn train(
         tokenizer.get_vocab_size(true),
         spec.vocab_size
     );
-    let mut encoded: Vec<Vec<u32>> = Vec::with_capacity(texts.len());
-    for t in &texts {
-        let enc = tokenizer
-            .encode(t.as_str(), false)
-            .map_err(|e| anyhow!("tokenize corpus: {e}"))?;
-        encoded.push(enc.get_ids().to_vec());
-    }
-    let packed = pack(&encoded, o.seq_len);
+    let encode = |texts: &[String]| -> Result<(Vec<u32>, usize)> {
+        let mut encoded: Vec<Vec<u32>> = Vec::with_capacity(texts.len());
+        for t in texts {
+            let enc = tokenizer
+                .encode(t.as_str(), false)
+                .map_err(|e| anyhow!("tokenize corpus: {e}"))?;
+            encoded.push(enc.get_ids().to_vec());
+        }
+        let stream_len = encoded.iter().map(Vec::len).sum();
+        Ok((pack(&encoded, o.seq_len), stream_len))
+    };
+    let (packed, stream_len) = encode(&texts)?;
     let seqs: Vec<&[u32]> = packed.chunks_exact(o.seq_len).collect();
-    let stream_len: usize = encoded.iter().map(Vec::len).sum();
     ensure!(
         seqs.len() >= o.batch,
         "corpus too small: {} sequences",
@@ -328,6 +366,36 @@ pub fn train(
         o.seq_len,
         started.elapsed().as_secs_f64()
     ));
+    // The annealing stream: its own seed, never a held-out prompt.
+    let anneal_packed = if o.anneal_steps > 0 {
+        let mut heldout = HashSet::new();
+        for f in [Family::Math, Family::Code, Family::Qa] {
+            let n = o.heldout_per_family;
+            for e in corpus::heldout_exchanges(heldout_seed(o), f, n, &train_keys) {
+                heldout.insert(corpus::prompt_key(&e));
+            }
+        }
+        let texts: Vec<String> =
+            corpus::generate_anneal(o.seed + 2_000_003, o.exchanges / 3, &heldout)
+                .iter()
+                .map(|e| render_exchange(&e.messages))
+                .collect::<Result<_>>()?;
+        let (packed, len) = encode(&texts)?;
+        note(&format!(
+            "annealing stream for the last {} steps: {} exchanges, {len} tokens",
+            o.anneal_steps,
+            texts.len()
+        ));
+        packed
+    } else {
+        Vec::new()
+    };
+    let anneal_seqs: Vec<&[u32]> = anneal_packed.chunks_exact(o.seq_len).collect();
+    ensure!(
+        o.anneal_steps == 0 || anneal_seqs.len() >= o.batch,
+        "annealing corpus too small: {} sequences",
+        anneal_seqs.len()
+    );
 
     // Model and optimizer (fresh or resumed).
     let device = Device::Cpu;
@@ -382,21 +450,35 @@ pub fn train(
     state.command = command.to_string();
     state.steps = o.steps;
 
-    let mut order: Vec<usize> = (0..seqs.len()).collect();
+    let main_steps = o.steps - o.anneal_steps;
+    let mut order: (usize, usize, Vec<usize>) = (usize::MAX, 0, Vec::new());
     let run_start = Instant::now();
     let elapsed_before = state.elapsed_secs;
     let blocks = [8usize, 16, 32];
     while state.step < o.steps {
         let step = state.step;
-        let epoch = step * o.batch / seqs.len();
-        let mut shuffle_rng = Rng::new(o.seed ^ ((epoch as u64 + 1) * 0x9E37));
-        for i in (1..order.len()).rev() {
-            let j = (shuffle_rng.next_u64() % (i as u64 + 1)) as usize;
-            order.swap(i, j);
+        // Phase, its sequences and the step within it.
+        let (phase, set, local) = if step < main_steps {
+            (0, &seqs, step)
+        } else {
+            (1, &anneal_seqs, step - main_steps)
+        };
+        // One shuffle per epoch, from its seed alone, so a resumed run sees the
+        // batches an uninterrupted one would.
+        let epoch = local * o.batch / set.len();
+        if (order.0, order.1) != (epoch, phase) {
+            let mut ids: Vec<usize> = (0..set.len()).collect();
+            let salt = (epoch as u64 + 1) * 0x9E37 + phase as u64 * 0x5851_F42D;
+            let mut shuffle_rng = Rng::new(o.seed ^ salt);
+            for i in (1..ids.len()).rev() {
+                let j = (shuffle_rng.next_u64() % (i as u64 + 1)) as usize;
+                ids.swap(i, j);
+            }
+            order = (epoch, phase, ids);
         }
-        let start = (step * o.batch) % seqs.len();
+        let start = (local * o.batch) % set.len();
         let batch_seqs: Vec<&[u32]> = (0..o.batch)
-            .map(|k| seqs[order[(start + k) % seqs.len()]])
+            .map(|k| set[order.2[(start + k) % set.len()]])
             .collect();
         let mut rng = Rng::new(o.seed ^ (step as u64).wrapping_mul(0x2545_F491_4F6C_DD1D));
         let block = blocks[step % blocks.len()];

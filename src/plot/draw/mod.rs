@@ -273,12 +273,16 @@ fn lines(
     area: &DrawingArea<SVGBackend, Shift>,
     pal: &Palette,
 ) -> Result<()> {
+    let (w, h) = area.dim_in_pixel();
+    // The plot inside the margins, caption and label areas below.
+    let plot = (w.saturating_sub(76), h.saturating_sub(80));
+    let (at, y_top) = legend_place(series, l, plot);
     let mut chart = ChartBuilder::on(area)
         .margin(8)
         .caption(&l.title, (FONT, 15).into_font().color(&pal.text))
         .x_label_area_size(36)
         .y_label_area_size(60)
-        .build_cartesian_2d(l.x.clone(), l.y.clone())
+        .build_cartesian_2d(l.x.clone(), l.y.start..y_top)
         .map_err(err)?;
     let log_x = l.log_x;
     let percent = l.percent_y;
@@ -299,7 +303,10 @@ fn lines(
             }
         })
         .y_label_formatter(&|v| {
-            if percent {
+            if percent && *v > 1.0 + 1e-9 {
+                // Room made for the legend, not a share.
+                String::new()
+            } else if percent {
                 format!("{:.0}%", 100.0 * v)
             } else if fine_y {
                 format!("{v:.2}")
@@ -342,8 +349,74 @@ fn lines(
                 .map_err(err)?;
         }
     }
-    legend(&mut chart, SeriesLabelPosition::UpperLeft, pal)?;
+    legend(&mut chart, at, pal)?;
     Ok(())
+}
+
+/// Where a line chart's legend covers least of the data: the corner whose legend box
+/// (estimated from the labels in pixels of `plot`) holds the fewest points of the lines,
+/// sampled along each segment. When every corner covers some, the y axis grows upward
+/// until the data sits below an upper legend. Returns the corner and the y axis top.
+fn legend_place(series: &[Series], l: &Lines, plot: (u32, u32)) -> (SeriesLabelPosition, f64) {
+    let chars = series
+        .iter()
+        .map(|s| s.label.chars().count())
+        .max()
+        .unwrap_or(0);
+    let (pw, ph) = (plot.0.max(1) as f64, plot.1.max(1) as f64);
+    let bw = ((44.0 + 6.2 * chars as f64) / pw).min(0.95);
+    let bh = ((10.0 + 16.0 * series.len() as f64) / ph).min(0.9);
+    let (x, y) = (&l.x, &l.y);
+    let mut pts: Vec<(f64, f64)> = Vec::new();
+    for s in series {
+        let xy: Vec<(f64, f64)> = s
+            .points
+            .iter()
+            .map(|&(px, py)| {
+                let px = if l.log_x { px.max(1e-9).log2() } else { px };
+                (
+                    (px - x.start) / (x.end - x.start),
+                    (py - y.start) / (y.end - y.start),
+                )
+            })
+            .collect();
+        pts.extend(xy.iter().copied());
+        for w in xy.windows(2) {
+            pts.extend((1..16).map(|k| {
+                let t = k as f64 / 16.0;
+                (
+                    w[0].0 + t * (w[1].0 - w[0].0),
+                    w[0].1 + t * (w[1].1 - w[0].1),
+                )
+            }));
+        }
+    }
+    let covered = |left: bool, upper: bool| {
+        pts.iter()
+            .filter(|&&(fx, fy)| {
+                let in_x = if left { fx <= bw } else { fx >= 1.0 - bw };
+                let in_y = if upper { fy >= 1.0 - bh } else { fy <= bh };
+                in_x && in_y
+            })
+            .count()
+    };
+    let corners = [
+        (SeriesLabelPosition::UpperLeft, true, true),
+        (SeriesLabelPosition::UpperRight, false, true),
+        (SeriesLabelPosition::LowerRight, false, false),
+        (SeriesLabelPosition::LowerLeft, true, false),
+    ];
+    let counts: Vec<usize> = corners.iter().map(|c| covered(c.1, c.2)).collect();
+    let best = (0..4).min_by_key(|&i| counts[i]).unwrap_or(0);
+    if counts[best] == 0 {
+        return (corners[best].0.clone(), y.end);
+    }
+    // Every corner covers data: keep the upper corner covering less, and raise the top
+    // so the highest point ends below the box.
+    let upper = if counts[1] < counts[0] { 1 } else { 0 };
+    let high = pts.iter().map(|p| p.1).fold(0.0f64, f64::max);
+    let top = y.start + (y.end - y.start) * high / (1.0 - bh - 0.03).max(0.1);
+    (corners[upper].0.clone(), top.max(y.end))
 }
 
 fn range(values: impl Iterator<Item = f64>, from_zero: bool) -> std::ops::Range<f64> {
@@ -363,7 +436,49 @@ pub use figures::*;
 
 #[cfg(test)]
 mod tests {
-    use super::wrap;
+    use super::{legend_place, wrap, Lines, Series};
+    use plotters::prelude::{SeriesLabelPosition, BLACK};
+
+    fn line(points: &[(f64, f64)]) -> Series {
+        Series {
+            label: "a series".into(),
+            color: BLACK,
+            points: points.to_vec(),
+            thin: false,
+            marker: Some(0),
+        }
+    }
+
+    #[test]
+    fn the_legend_goes_where_the_lines_are_not() {
+        let l = Lines {
+            title: String::new(),
+            x_desc: "",
+            y_desc: "",
+            x: 0.0..10.0,
+            y: 0.0..1.0,
+            log_x: false,
+            percent_y: true,
+        };
+        // High on the left, low on the right: the upper right corner is free.
+        let falling = [line(&[(0.0, 0.95), (10.0, 0.05)])];
+        assert_eq!(
+            legend_place(&falling, &l, (800, 400)),
+            (SeriesLabelPosition::UpperRight, 1.0)
+        );
+        // Lines through all four corners: an upper corner, above a raised top.
+        let cross = [
+            line(&[(0.0, 0.95), (10.0, 0.05)]),
+            line(&[(0.0, 0.05), (10.0, 0.95)]),
+        ];
+        let (at, top) = legend_place(&cross, &l, (800, 400));
+        assert_eq!(at, SeriesLabelPosition::UpperLeft);
+        let box_share = (10.0 + 16.0 * 2.0) / 400.0;
+        assert!(
+            0.95 / top <= 1.0 - box_share,
+            "the highest point ends below the legend: top {top}"
+        );
+    }
 
     #[test]
     fn captions_wrap_at_separators_and_long_commands_at_spaces() {

@@ -103,15 +103,50 @@ pub fn exchange(seed: u64, index: u64) -> Exchange {
     }
 }
 
+/// The `index`-th exchange of the annealing stream (the last `--anneal-steps` of
+/// training): word tasks, whose answers copy the prompt's words, make 4 in 10, math 3,
+/// code, first prompts and the other qa tasks one each. The main mix gives word tasks
+/// 1 in 9 and the model did not learn to copy words from it.
+pub fn anneal_exchange(seed: u64, index: u64) -> Exchange {
+    let mut rng = Rng::new(seed.wrapping_mul(0x100_0000_01B3) ^ index);
+    match index % 10 {
+        0 | 3 | 6 | 8 => qa::word_exchange(&mut rng),
+        1 | 5 | 9 => math::exchange(&mut rng),
+        2 => code::exchange(&mut rng),
+        4 => first::exchange(&mut rng),
+        _ => qa::exchange(&mut rng),
+    }
+}
+
 /// `n` exchanges for `seed`, none of whose prompts is a held-out first prompt.
 pub fn generate(seed: u64, n: usize) -> Vec<Exchange> {
+    stream(exchange, seed, n, &Default::default())
+}
+
+/// `n` exchanges of the annealing stream, none of them held out: neither a first
+/// prompt of `first::HELDOUT` nor one whose `prompt_key` is in `exclude`.
+pub fn generate_anneal(
+    seed: u64,
+    n: usize,
+    exclude: &std::collections::HashSet<String>,
+) -> Vec<Exchange> {
+    stream(anneal_exchange, seed, n, exclude)
+}
+
+fn stream(
+    source: fn(u64, u64) -> Exchange,
+    seed: u64,
+    n: usize,
+    exclude: &std::collections::HashSet<String>,
+) -> Vec<Exchange> {
     let heldout: std::collections::HashSet<&str> = first::HELDOUT.iter().map(|h| h.1).collect();
     (0..)
-        .map(|i| exchange(seed, i))
+        .map(|i| source(seed, i))
         .filter(|e| {
             e.messages
                 .iter()
                 .all(|m| m.role != "user" || !heldout.contains(m.content.as_str()))
+                && (exclude.is_empty() || !exclude.contains(&prompt_key(e)))
         })
         .take(n)
         .collect()
@@ -258,6 +293,29 @@ mod tests {
             heldout(1, Family::First, 100, &Default::default()).len(),
             first::HELDOUT.len()
         );
+    }
+
+    #[test]
+    fn anneal_stream_weighs_word_tasks_and_skips_what_is_held_out() {
+        let held: std::collections::HashSet<String> =
+            heldout_exchanges(99, Family::Qa, 60, &Default::default())
+                .iter()
+                .map(prompt_key)
+                .collect();
+        let ex = generate_anneal(99, 2000, &held);
+        assert_eq!(ex.len(), 2000);
+        assert!(ex.iter().all(|e| !held.contains(&prompt_key(e))));
+        let words = ex
+            .iter()
+            .filter(|e| matches!(e.task, "reverse" | "count" | "sort"))
+            .count();
+        let math = ex.iter().filter(|e| e.family == Family::Math).count();
+        // 4 in 10 are word tasks (a few turn into a follow-up list), 3 in 10 math.
+        assert!((700..=900).contains(&words), "{words}");
+        assert!((550..=650).contains(&math), "{math}");
+        // Without the exclusion some held-out prompts would be drawn: the filter acts.
+        let unfiltered = generate_anneal(99, 2000, &Default::default());
+        assert!(unfiltered.iter().any(|e| held.contains(&prompt_key(e))));
     }
 
     #[test]

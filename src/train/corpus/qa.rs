@@ -141,7 +141,19 @@ pub(super) fn capital_question(rng: &mut Rng, country: &str) -> String {
 }
 
 pub(super) fn exchange(rng: &mut Rng) -> Exchange {
-    let (task, user, answer, expect, exact) = match rng.range(0, 5) {
+    let task = rng.range(0, 5);
+    build(rng, task)
+}
+
+/// A word task only (reverse, count, sort): answers that copy the prompt's words.
+pub(super) fn word_exchange(rng: &mut Rng) -> Exchange {
+    let task = rng.range(2, 4);
+    build(rng, task)
+}
+
+/// Task 0 capital, 1 list, 2 reverse, 3 count, 4 sort, otherwise JSON.
+fn build(rng: &mut Rng, task: i64) -> Exchange {
+    let (task, user, answer, expect, exact) = match task {
         0 => {
             let (country, capital, continent) = *rng.pick(CAPITALS);
             (
