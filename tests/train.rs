@@ -38,14 +38,11 @@ fn training_path_matches_inference_path() {
     assert!(rel_err(&train, &full) < 1e-4, "{}", rel_err(&train, &full));
 }
 
-/// A few steps on a toy config lower the loss and leave a checkpoint that loads and
-/// generates; running again resumes instead of starting over.
-#[test]
-fn toy_training_lowers_the_loss_and_resumes() {
-    let tmp = tempfile::tempdir().unwrap();
-    let mut o = TrainOptions {
-        out: tmp.path().join("model"),
-        state: tmp.path().join("state"),
+/// The toy preset's options for a short run in `dir` (no annealing, no held-out files).
+fn toy_options(dir: &std::path::Path) -> TrainOptions {
+    TrainOptions {
+        out: dir.join("model"),
+        state: dir.join("state"),
         spec: Spec::toy_trainable(),
         steps: 24,
         anneal_steps: 0,
@@ -60,8 +57,19 @@ fn toy_training_lowers_the_loss_and_resumes() {
         exchanges: 400,
         checkpoint_every: 12,
         max_minutes: None,
-        prompts_dir: Some(tmp.path().join("prompts")),
+        prompts_dir: None,
         heldout_per_family: 5,
+    }
+}
+
+/// A few steps on a toy config lower the loss and leave a checkpoint that loads and
+/// generates; running again resumes instead of starting over.
+#[test]
+fn toy_training_lowers_the_loss_and_resumes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut o = TrainOptions {
+        prompts_dir: Some(tmp.path().join("prompts")),
+        ..toy_options(tmp.path())
     };
     o.steps = 12;
     let first = trainer::train(&o, "test", |_| {}, |_| {}).unwrap();
@@ -93,24 +101,11 @@ fn toy_training_lowers_the_loss_and_resumes() {
 fn toy_training_anneals_with_its_own_stream_and_schedule() {
     let tmp = tempfile::tempdir().unwrap();
     let o = TrainOptions {
-        out: tmp.path().join("model"),
-        state: tmp.path().join("state"),
-        spec: Spec::toy_trainable(),
         steps: 48,
         anneal_steps: 24,
-        batch: 4,
-        seq_len: 64,
-        lr: 5e-3,
-        min_lr: 5e-4,
-        warmup: 4,
-        weight_decay: 0.01,
-        clip: 1.0,
-        seed: 5,
         exchanges: 600,
         checkpoint_every: 24,
-        max_minutes: None,
-        prompts_dir: None,
-        heldout_per_family: 5,
+        ..toy_options(tmp.path())
     };
     let lr: Vec<f64> = (0..48).map(|s| trainer::lr_at(s, &o)).collect();
     assert!((lr[3] - 5e-3).abs() < 1e-12, "main peak {lr:?}");

@@ -92,9 +92,15 @@ const ROTATION: [Family; 9] = [
     Family::First,
 ];
 
+/// The generator of one exchange of a stream: each index its own, so any exchange
+/// can be made without the ones before it.
+fn exchange_rng(seed: u64, index: u64) -> Rng {
+    Rng::new(seed.wrapping_mul(0x100_0000_01B3) ^ index)
+}
+
 /// The `index`-th exchange of the stream for `seed`.
 pub fn exchange(seed: u64, index: u64) -> Exchange {
-    let mut rng = Rng::new(seed.wrapping_mul(0x100_0000_01B3) ^ index);
+    let mut rng = exchange_rng(seed, index);
     match ROTATION[(index % ROTATION.len() as u64) as usize] {
         Family::Math => math::exchange(&mut rng),
         Family::Code => code::exchange(&mut rng),
@@ -109,7 +115,7 @@ pub fn exchange(seed: u64, index: u64) -> Exchange {
 /// The main mix gives word tasks 1 in 9 and the model did not learn to copy words
 /// from it.
 pub fn anneal_exchange(seed: u64, index: u64) -> Exchange {
-    let mut rng = Rng::new(seed.wrapping_mul(0x100_0000_01B3) ^ index);
+    let mut rng = exchange_rng(seed, index);
     match index % 10 {
         0 | 3 | 6 | 8 => qa::word_exchange(&mut rng),
         1 | 5 | 9 => math::exchange(&mut rng),
