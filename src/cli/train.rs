@@ -20,11 +20,11 @@ pub struct TrainArgs {
     #[arg(long, default_value = "small")]
     pub preset: String,
     /// Total steps, the annealing phase included (the defaults make the bundled model).
-    #[arg(long, default_value_t = 2250)]
+    #[arg(long, default_value_t = 2950)]
     pub steps: usize,
     /// The last steps train on the annealing stream, where word tasks weigh most, under
     /// their own warm-up and cosine from a third of --lr; 0 for none.
-    #[arg(long, default_value_t = 800)]
+    #[arg(long, default_value_t = 1500)]
     pub anneal_steps: usize,
     #[arg(long, default_value_t = 16)]
     pub batch: usize,

@@ -376,7 +376,7 @@ pub fn train(
             }
         }
         let texts: Vec<String> =
-            corpus::generate_anneal(o.seed + 2_000_003, o.exchanges / 3, &heldout)
+            corpus::generate_anneal(o.seed + 2_000_003, o.exchanges / 2, &heldout)
                 .iter()
                 .map(|e| render_exchange(&e.messages))
                 .collect::<Result<_>>()?;

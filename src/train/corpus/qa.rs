@@ -151,6 +151,38 @@ pub(super) fn word_exchange(rng: &mut Rng) -> Exchange {
     build(rng, task)
 }
 
+/// Sorting by selection, one line per pick, each restating the words still left: a
+/// small model learns to copy a list minus one word and to find the earliest first
+/// letter among a few, where writing the sorted list in one go was beyond it.
+fn sort_answer(words: &[String], sorted: &[String]) -> String {
+    let firsts: Vec<String> = words
+        .iter()
+        .map(|w| w.chars().next().unwrap_or(' ').to_string())
+        .collect();
+    let mut a = format!(
+        "The {} words are {}.\nTheir first letters are {}.\n",
+        words.len(),
+        words.join(", "),
+        firsts.join(", ")
+    );
+    let mut left: Vec<&String> = words.iter().collect();
+    for (i, w) in sorted.iter().enumerate() {
+        let names: Vec<&str> = left.iter().map(|w| w.as_str()).collect();
+        if left.len() == 1 {
+            a.push_str(&format!("{}. Only {w} is left.\n", i + 1));
+        } else {
+            a.push_str(&format!(
+                "{}. From {}, the first is {w}.\n",
+                i + 1,
+                names.join(", ")
+            ));
+        }
+        left.retain(|x| *x != w);
+    }
+    a.push_str(&format!("So the order is {}.", sorted.join(", ")));
+    a
+}
+
 /// Task 0 capital, 1 list, 2 reverse, 3 count, 4 sort, otherwise JSON.
 fn build(rng: &mut Rng, task: i64) -> Exchange {
     let (task, user, answer, expect, exact) = match task {
@@ -258,12 +290,7 @@ fn build(rng: &mut Rng, task: i64) -> Exchange {
                 .clone();
             let mut sorted = words.clone();
             sorted.sort_unstable();
-            let mut a = format!("The {n} words are {joined}.\nIn alphabetical order:\n");
-            for (i, w) in sorted.iter().enumerate() {
-                let first = w.chars().next().unwrap_or(' ');
-                a.push_str(&format!("{}. {w} (starts with '{first}')\n", i + 1));
-            }
-            a.push_str(&format!("So the order is {}.", sorted.join(", ")));
+            let a = sort_answer(&words, &sorted);
             ("sort", user, a, words, sorted.join(", "))
         }
         _ => {
@@ -312,5 +339,30 @@ fn build(rng: &mut Rng, task: i64) -> Exchange {
         messages,
         answer: Some(exact),
         expect,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sort_answer_picks_the_earliest_word_from_what_is_left() {
+        let words: Vec<String> = ["winter", "garden", "window", "button"]
+            .map(String::from)
+            .to_vec();
+        let mut sorted = words.clone();
+        sorted.sort_unstable();
+        let a = sort_answer(&words, &sorted);
+        assert_eq!(
+            a,
+            "The 4 words are winter, garden, window, button.\n\
+             Their first letters are w, g, w, b.\n\
+             1. From winter, garden, window, button, the first is button.\n\
+             2. From winter, garden, window, the first is garden.\n\
+             3. From winter, window, the first is window.\n\
+             4. Only winter is left.\n\
+             So the order is button, garden, window, winter."
+        );
     }
 }
