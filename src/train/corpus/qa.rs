@@ -152,8 +152,8 @@ pub(super) fn word_exchange(rng: &mut Rng) -> Exchange {
 }
 
 /// Sorting by selection, one line per pick, each restating the words still left: a
-/// small model learns to copy a list minus one word and to find the earliest first
-/// letter among a few, where writing the sorted list in one go was beyond it.
+/// small model learns to copy a list minus one word and to pick the earliest of a
+/// few words, where writing the sorted list straight away was beyond it.
 fn sort_answer(words: &[String], sorted: &[String]) -> String {
     let firsts: Vec<String> = words
         .iter()
