@@ -155,29 +155,22 @@ pub(super) fn word_exchange(rng: &mut Rng) -> Exchange {
 /// small model learns to copy a list minus one word and to pick the earliest of a
 /// few words, where writing the sorted list straight away was beyond it.
 fn sort_answer(words: &[String], sorted: &[String]) -> String {
-    let firsts: Vec<String> = words
-        .iter()
-        .map(|w| w.chars().next().unwrap_or(' ').to_string())
-        .collect();
+    let firsts: Vec<String> = words.iter().map(|w| w.chars().take(1).collect()).collect();
     let mut a = format!(
         "The {} words are {}.\nTheir first letters are {}.\n",
         words.len(),
         words.join(", "),
         firsts.join(", ")
     );
-    let mut left: Vec<&String> = words.iter().collect();
+    let mut left: Vec<&str> = words.iter().map(String::as_str).collect();
     for (i, w) in sorted.iter().enumerate() {
-        let names: Vec<&str> = left.iter().map(|w| w.as_str()).collect();
         if left.len() == 1 {
             a.push_str(&format!("{}. Only {w} is left.\n", i + 1));
         } else {
-            a.push_str(&format!(
-                "{}. From {}, the first is {w}.\n",
-                i + 1,
-                names.join(", ")
-            ));
+            let from = left.join(", ");
+            a.push_str(&format!("{}. From {from}, the first is {w}.\n", i + 1));
         }
-        left.retain(|x| *x != w);
+        left.retain(|x| x != w);
     }
     a.push_str(&format!("So the order is {}.", sorted.join(", ")));
     a
