@@ -46,6 +46,7 @@ fn toy_options(dir: &std::path::Path) -> TrainOptions {
         spec: Spec::toy_trainable(),
         steps: 24,
         anneal_steps: 0,
+        draft_shaped: 0.25,
         batch: 4,
         seq_len: 64,
         lr: 5e-3,

@@ -876,6 +876,70 @@ fn check_styles(theme_name: &str) -> Buffer {
     buf
 }
 
+/// The answer ends inside a block the verifier accepted whole: the positions past the
+/// end and the bonus are drawn as discarded, and the verdict says how many were kept.
+#[test]
+fn positions_past_the_answers_end_are_not_drawn_as_accepted() {
+    let theme = Theme::dark();
+    let mut s = scripted();
+    feed(
+        &mut s,
+        0.07,
+        DecodeEvent::Drafted {
+            req: 1,
+            round: 2,
+            block: vec![18, 14, 15, 16],
+            margins: vec![0.9, 0.9, 0.9],
+            risky: vec![],
+            reused: None,
+            detail: vec![],
+        },
+    );
+    feed(
+        &mut s,
+        0.08,
+        DecodeEvent::Verified {
+            req: 1,
+            round: 2,
+            accepted: 3,
+            first_reject: None,
+            verifier_tokens: vec![14, 15, 16, 17],
+            bonus: 17,
+            detail: vec![],
+        },
+    );
+    let before = draw(&s, &theme, 160, 48);
+    // " Done" is drawn "·Done" in the draft row (the chat has a plain space).
+    let (x, y) = find_text(&before, "·Done").expect("the draft row");
+    assert_eq!(before[(x, y)].fg, theme.accepted.fg.unwrap(), "not cut yet");
+    // Only ". Done" made it into the answer (say " Done" was the end of turn).
+    feed(
+        &mut s,
+        0.08,
+        DecodeEvent::Committed {
+            req: 1,
+            round: 2,
+            tokens: vec![14, 15],
+            origins: vec![Origin::Draft, Origin::Draft],
+            text: ". Done".into(),
+        },
+    );
+    let buf = draw(&s, &theme, 160, 48);
+    let all = screen_text(&buf);
+    assert!(
+        all.contains("→ 2 tokens kept: the answer ends here"),
+        "{all}"
+    );
+    let (x, y) = find_text(&buf, "·Done").unwrap();
+    let row = text_at(&buf, x, y, 12);
+    assert_eq!(buf[(x, y)].fg, theme.accepted.fg.unwrap(), "{row}");
+    let col = |c: char| x + row.chars().position(|r| r == c).expect("on the row") as u16;
+    let bang = col('!');
+    assert_eq!(buf[(bang, y)].fg, theme.discarded.fg.unwrap(), "{row}");
+    let plus = col('+');
+    assert_eq!(buf[(plus, y)].fg, theme.discarded.fg.unwrap(), "{row}");
+}
+
 #[test]
 fn round_pane_styles_in_the_dark_theme() {
     let buf = check_styles("dark");

@@ -20,12 +20,16 @@ pub struct TrainArgs {
     #[arg(long, default_value = "small")]
     pub preset: String,
     /// Total steps, the annealing phase included (the defaults make the bundled model).
-    #[arg(long, default_value_t = 2950)]
+    #[arg(long, default_value_t = 3350)]
     pub steps: usize,
     /// The last steps train on the annealing stream, where word tasks weigh most, under
     /// their own warm-up and cosine from a third of --lr; 0 for none.
-    #[arg(long, default_value_t = 1500)]
+    #[arg(long, default_value_t = 1900)]
     pub anneal_steps: usize,
+    /// Share of the annealing phase's diffusion blocks noised as the draft sees its
+    /// block: the first token clean, the rest masked.
+    #[arg(long, default_value_t = 0.25)]
+    pub draft_shaped: f64,
     #[arg(long, default_value_t = 16)]
     pub batch: usize,
     #[arg(long, default_value_t = 256)]
@@ -64,6 +68,7 @@ pub fn run(a: TrainArgs) -> Result<()> {
         spec,
         steps: a.steps,
         anneal_steps: a.anneal_steps,
+        draft_shaped: a.draft_shaped,
         batch: a.batch,
         seq_len: a.seq_len,
         lr: a.lr,

@@ -52,11 +52,15 @@ pub struct Batch {
     pub masked: usize,
 }
 
-/// Noises each block of each sequence with its own ratio t ~ U(0, 1).
+/// Noises each block of each sequence with its own ratio t ~ U(0, 1); a share
+/// `draft_shaped` of blocks is instead noised as a self-speculative draft sees its block
+/// (reference/model.md, `linear_spec_generate`): position 0 clean (the seed), every
+/// other position masked, weight 1 (p_mask = 1).
 pub fn make_batch(
     seqs: &[&[u32]],
     block: usize,
     mask_id: u32,
+    draft_shaped: f64,
     rng: &mut Rng,
     device: &Device,
 ) -> Result<Batch> {
@@ -70,6 +74,19 @@ pub fn make_batch(
     for s in seqs {
         let mut xt = s.to_vec();
         for start in (0..len).step_by(block) {
+            // The coin is drawn only when the share is set, so runs without it keep
+            // their noise stream.
+            if draft_shaped > 0.0 && rng.uniform() < draft_shaped {
+                for tok in xt.iter_mut().skip(start + 1).take(block - 1) {
+                    *tok = mask_id;
+                }
+                for (i, tok) in xt.iter().enumerate().skip(start).take(block) {
+                    let is_masked = *tok == mask_id && s[i] != mask_id;
+                    w.push(if is_masked { 1.0 } else { 0.0 });
+                    masked += is_masked as usize;
+                }
+                continue;
+            }
             let p = (1.0 - EPS) * rng.uniform() + EPS;
             for tok in xt.iter_mut().skip(start).take(block) {
                 if rng.uniform() < p {
@@ -148,7 +165,7 @@ mod tests {
     fn batch_weights_mark_masked_positions() {
         let seq: Vec<u32> = (10..42).collect();
         let mut rng = Rng::new(1);
-        let b = make_batch(&[&seq, &seq], 8, 4, &mut rng, &Device::Cpu).unwrap();
+        let b = make_batch(&[&seq, &seq], 8, 4, 0.0, &mut rng, &Device::Cpu).unwrap();
         let ids: Vec<Vec<u32>> = b.ids.to_vec2().unwrap();
         let w: Vec<f32> = b.dlm_weights.to_vec1().unwrap();
         for (row, ids) in ids.iter().enumerate() {
@@ -158,5 +175,20 @@ mod tests {
             }
         }
         assert!(b.masked > 0 && w.iter().all(|&x| x == 0.0 || x >= 1.0));
+    }
+
+    #[test]
+    fn draft_shaped_blocks_keep_the_seed_and_mask_the_rest() {
+        let seq: Vec<u32> = (10..42).collect();
+        let mut rng = Rng::new(3);
+        let b = make_batch(&[&seq], 8, 4, 1.0, &mut rng, &Device::Cpu).unwrap();
+        let ids: Vec<Vec<u32>> = b.ids.to_vec2().unwrap();
+        let w: Vec<f32> = b.dlm_weights.to_vec1().unwrap();
+        for i in 0..32 {
+            let seed = i % 8 == 0;
+            assert_eq!(ids[0][i] == 4, !seed, "position {i}");
+            assert_eq!(w[i], if seed { 0.0 } else { 1.0 }, "weight {i}");
+        }
+        assert_eq!(b.masked, 28);
     }
 }

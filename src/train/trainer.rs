@@ -31,6 +31,9 @@ pub struct TrainOptions {
     /// The last steps train on the annealing stream (`corpus::anneal_exchange`) under
     /// their own warm-up and cosine; 0 for none.
     pub anneal_steps: usize,
+    /// Share of the annealing phase's diffusion blocks noised as the draft sees its block
+    /// (`objective::make_batch`); the main phase keeps t ~ U(0, 1) everywhere.
+    pub draft_shaped: f64,
     pub batch: usize,
     pub seq_len: usize,
     pub lr: f64,
@@ -306,6 +309,11 @@ pub fn train(
         o.anneal_steps
     );
     ensure!(
+        (0.0..=1.0).contains(&o.draft_shaped),
+        "--draft-shaped ({}) must be a share between 0 and 1",
+        o.draft_shaped
+    );
+    ensure!(
         o.seq_len.is_multiple_of(32),
         "seq_len must be a multiple of 32 (the largest block)"
     );
@@ -482,7 +490,9 @@ pub fn train(
             .collect();
         let mut rng = Rng::new(o.seed ^ (step as u64).wrapping_mul(0x2545_F491_4F6C_DD1D));
         let block = blocks[step % blocks.len()];
-        let batch = objective::make_batch(&batch_seqs, block, MASK_ID, &mut rng, &device)?;
+        let draft_shaped = if phase == 1 { o.draft_shaped } else { 0.0 };
+        let batch =
+            objective::make_batch(&batch_seqs, block, MASK_ID, draft_shaped, &mut rng, &device)?;
         let (loss, ar, dlm) = objective::losses(&model, &batch)?;
         let grads = loss.backward()?;
         let lr = lr_at(step, o);

@@ -62,7 +62,7 @@ roles! {
     assistant: "The model's name in the chat.",
     accepted: "Draft tokens the verifier accepted.",
     rejected: "The first rejected draft position.",
-    discarded: "Draft positions after the first reject.",
+    discarded: "Draft positions after the first reject or past the answer's end.",
     risky: "Low-margin draft positions (also marked with a glyph).",
     bonus: "The verifier's own token ending a round.",
     correction: "Correction branch rows.",

@@ -37,6 +37,15 @@ pub enum PosFate {
     Accepted,
     Rejected,
     Discarded,
+    /// Accepted by the verifier but past the answer's end (EOS or the token limit
+    /// inside the block): never committed.
+    PastEnd,
+}
+
+/// Tokens the round committed, once known: fewer than it advanced when the answer
+/// ends inside the block.
+fn kept(r: &RoundView) -> Option<usize> {
+    (!r.committed.is_empty()).then_some(r.committed.len())
 }
 
 pub fn fate(r: &RoundView, p: usize) -> PosFate {
@@ -45,6 +54,7 @@ pub fn fate(r: &RoundView, p: usize) -> PosFate {
     }
     match &r.verdict {
         None => PosFate::Pending,
+        Some(v) if p <= v.accepted && kept(r).is_some_and(|k| p > k) => PosFate::PastEnd,
         Some(v) if p <= v.accepted => PosFate::Accepted,
         Some(v) if v.first_reject == Some(p) => PosFate::Rejected,
         Some(_) => PosFate::Discarded,
@@ -57,7 +67,7 @@ fn fate_style(f: PosFate, t: &Theme) -> Style {
         PosFate::Pending => t.text,
         PosFate::Accepted => t.accepted,
         PosFate::Rejected => t.rejected,
-        PosFate::Discarded => t.discarded,
+        PosFate::Discarded | PosFate::PastEnd => t.discarded,
     }
 }
 
@@ -127,7 +137,11 @@ fn block_lines(r: &RoundView, st: &State, t: &Theme, width: usize) -> Vec<Line<'
             out.push(Line::from(std::mem::take(&mut top)));
             out.push(Line::from(std::mem::take(&mut bottom)));
         }
-        top.push(Span::styled(tok, t.bonus));
+        let past_end = kept(r).is_some_and(|k| k <= v.accepted);
+        top.push(Span::styled(
+            tok,
+            if past_end { t.discarded } else { t.bonus },
+        ));
         bottom.push(Span::styled("bonus", t.dim));
     }
     if !top.is_empty() {
@@ -164,8 +178,14 @@ fn verdict_lines(r: &RoundView, s: &State, t: &Theme, width: usize) -> Vec<Line<
     }
     pieces.push((format!("  bonus {}", tok(v.bonus)), t.bonus));
     let n = v.accepted + 1;
-    let unit = if n == 1 { "token" } else { "tokens" };
-    pieces.push((format!("  → {n} {unit}"), t.dim));
+    let unit = |n: usize| if n == 1 { "token" } else { "tokens" };
+    match kept(r) {
+        Some(k) if k < n => pieces.push((
+            format!("  → {k} {} kept: the answer ends here", unit(k)),
+            t.dim,
+        )),
+        _ => pieces.push((format!("  → {n} {}", unit(n)), t.dim)),
+    }
     wrap(&pieces, width)
 }
 
