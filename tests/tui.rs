@@ -805,6 +805,48 @@ fn draw(s: &State, theme: &Theme, w: u16, h: u16) -> Buffer {
     term.backend().buffer().clone()
 }
 
+/// The text rows inside the input box (its borders left out).
+fn input_box_text(buf: &Buffer) -> Vec<String> {
+    let left = buf.area.width * 45 / 100;
+    let bottom = buf.area.height - 2; // the box's lower border, above the status line
+    let mut rows = Vec::new();
+    let mut y = bottom - 1;
+    while buf[(0, y)].symbol() == "│" {
+        rows.push(text_at(buf, 1, y, left - 2));
+        y -= 1;
+    }
+    rows.reverse();
+    rows
+}
+
+#[test]
+fn a_long_prompt_wraps_in_the_input_box_and_keeps_the_cursor_in_view() {
+    let prompt = "Emma has 48 marbles. She buys 3 bags with 6 marbles each. Then she gives \
+                  10 marbles to a friend. How many marbles does Emma have at the end?";
+    let mut s = State::new("m", "cpu", opts());
+    for c in prompt.chars() {
+        update(&mut s, Msg::Input(InputEdit::Insert(c)));
+    }
+    let buf = draw(&s, &Theme::dark(), 80, 24);
+    let rows = input_box_text(&buf);
+    assert!(rows.len() > 1, "{rows:?}");
+    let words = |t: &str| t.split_whitespace().map(String::from).collect::<Vec<_>>();
+    assert_eq!(words(&rows.join(" ")), words(prompt), "every word shows");
+    // Longer than the box's six rows: it scrolls to the cursor's row.
+    let more = format!("{prompt} {prompt} {prompt}");
+    for c in format!(" {prompt} {prompt}").chars() {
+        update(&mut s, Msg::Input(InputEdit::Insert(c)));
+    }
+    assert_eq!(s.chat.input.text, more);
+    let buf = draw(&s, &Theme::dark(), 80, 24);
+    let rows = input_box_text(&buf);
+    assert_eq!(rows.len(), 6, "{rows:?}");
+    assert!(
+        words(&more).ends_with(&words(&rows.join(" "))),
+        "the end shows: {rows:?}"
+    );
+}
+
 /// Cells whose symbol is `sym`, with their positions.
 fn find(buf: &Buffer, sym: &str) -> Vec<(u16, u16)> {
     let a = buf.area;
@@ -877,7 +919,8 @@ fn check_styles(theme_name: &str) -> Buffer {
 }
 
 /// The answer ends inside a block the verifier accepted whole: the positions past the
-/// end and the bonus are drawn as discarded, and the verdict says how many were kept.
+/// end and the bonus are drawn as discarded, the verdict says how many were kept, and
+/// the continuation that hit says it went unused.
 #[test]
 fn positions_past_the_answers_end_are_not_drawn_as_accepted() {
     let theme = Theme::dark();
@@ -893,6 +936,21 @@ fn positions_past_the_answers_end_are_not_drawn_as_accepted() {
             risky: vec![],
             reused: None,
             detail: vec![],
+        },
+    );
+    feed(
+        &mut s,
+        0.07,
+        DecodeEvent::BranchesBuilt {
+            req: 1,
+            round: 2,
+            branches: vec![BranchView {
+                kind: BranchKind::Continuation,
+                at: 3,
+                alt: None,
+                tokens: 8,
+                block: vec![17, 10],
+            }],
         },
     );
     feed(
@@ -924,12 +982,33 @@ fn positions_past_the_answers_end_are_not_drawn_as_accepted() {
             text: ". Done".into(),
         },
     );
+    feed(
+        &mut s,
+        0.08,
+        DecodeEvent::BranchResolved {
+            req: 1,
+            round: 2,
+            outcome: BranchOutcome::Hit {
+                index: 0,
+                kind: BranchKind::Continuation,
+            },
+        },
+    );
+    let live = screen_text(&draw(&s, &theme, 160, 48));
+    assert!(
+        live.contains("✓ HIT") && !live.contains("unused"),
+        "still answering"
+    );
+    finish(&mut s);
     let buf = draw(&s, &theme, 160, 48);
     let all = screen_text(&buf);
     assert!(
         all.contains("→ 2 tokens kept: the answer ends here"),
         "{all}"
     );
+    assert!(all.contains("HIT, unused: the answer ended"), "{all}");
+    let (bx, by) = find_text(&buf, "bonus '⏎'").expect("the verdict's bonus");
+    assert_eq!(buf[(bx, by)].fg, theme.discarded.fg.unwrap());
     let (x, y) = find_text(&buf, "·Done").unwrap();
     let row = text_at(&buf, x, y, 12);
     assert_eq!(buf[(x, y)].fg, theme.accepted.fg.unwrap(), "{row}");

@@ -19,7 +19,7 @@ use specscope::trace::read_trace;
 use specscope::tui::app::{run_live, run_replay, Ended, Live, Player, Screen, TermInput, Ui};
 use specscope::tui::config::config_dir;
 use specscope::tui::keymap::Keymap;
-use specscope::tui::state::{State, DEFAULT_LIVE_PACE, LIVE_PACES_MS};
+use specscope::tui::state::{Level, State, DEFAULT_LIVE_PACE, LIVE_PACES_MS};
 use specscope::tui::terminal::TerminalGuard;
 use specscope::tui::theme::Theme;
 
@@ -262,10 +262,16 @@ pub fn chat(args: ChatArgs) -> Result<ExitCode> {
     exit_of(r?)
 }
 
-/// The session's warnings, in full, once the screen is gone.
+/// The session's warnings and errors, in full, once the screen is gone (plain notices
+/// such as "mode: AR" stay on the help's messages page).
 fn report_messages(s: &State) {
-    for (_, text) in &s.status.messages {
-        eprintln!("specscope: warning: {text}");
+    for (level, text) in &s.status.messages {
+        let label = match level {
+            Level::Info => continue,
+            Level::Warning => "warning",
+            Level::Error => "error",
+        };
+        eprintln!("specscope: {label}: {text}");
     }
 }
 

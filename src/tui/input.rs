@@ -1,5 +1,7 @@
 //! The multi-line input box with its history.
 
+use unicode_width::UnicodeWidthChar;
+
 /// An edit of the input text (keys the keymap does not claim).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum InputEdit {
@@ -132,11 +134,6 @@ impl Input {
                 .unwrap_or(rest.len())
     }
 
-    /// Lines of text (an empty input is one line).
-    pub fn line_count(&self) -> usize {
-        self.text.split('\n').count()
-    }
-
     pub fn newline(&mut self) {
         self.edit(InputEdit::Insert('\n'));
     }
@@ -193,11 +190,91 @@ impl Input {
         let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count());
         (line, col)
     }
+
+    /// The text wrapped into rows of at most `width` columns — at the last space that
+    /// fits, or inside a word longer than a row — and the cursor's row and column
+    /// among them. A line that fills its last row ends with an empty row when the
+    /// cursor is at its end, so the cursor has a cell to stand in.
+    pub fn rows(&self, width: usize) -> (Vec<String>, (usize, usize)) {
+        let width = width.max(1);
+        let (cl, cc) = self.cursor_line_col();
+        let mut rows = Vec::new();
+        let mut cursor = (0, 0);
+        for (li, line) in self.text.split('\n').enumerate() {
+            let chars: Vec<char> = line.chars().collect();
+            let cw = |c: &char| c.width().unwrap_or(0);
+            // Where each row starts, as char indices.
+            let mut starts = vec![0];
+            let (mut w, mut after_space) = (0, None);
+            for (i, c) in chars.iter().enumerate() {
+                let start = *starts.last().unwrap_or(&0);
+                if w + cw(c) > width && i > start {
+                    let next = after_space.filter(|&b| b > start).unwrap_or(i);
+                    starts.push(next);
+                    w = chars[next..i].iter().map(cw).sum();
+                    after_space = None;
+                }
+                w += cw(c);
+                if *c == ' ' {
+                    after_space = Some(i + 1);
+                }
+            }
+            let first = rows.len();
+            for (k, &a) in starts.iter().enumerate() {
+                let b = starts.get(k + 1).copied().unwrap_or(chars.len());
+                rows.push(chars[a..b].iter().collect::<String>());
+            }
+            if li == cl {
+                let k = starts.iter().rposition(|&a| a <= cc).unwrap_or(0);
+                let x: usize = chars[starts[k]..cc.min(chars.len())].iter().map(cw).sum();
+                cursor = if x >= width {
+                    rows.push(String::new());
+                    (rows.len() - 1, 0)
+                } else {
+                    (first + k, x)
+                };
+            }
+        }
+        (rows, cursor)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_lines_wrap_into_rows_with_the_cursor_on_them() {
+        let mut i = Input::default();
+        i.edit(InputEdit::Paste("abcdefghij\nxy".into()));
+        let (rows, cursor) = i.rows(4);
+        assert_eq!(rows, ["abcd", "efgh", "ij", "xy"]);
+        assert_eq!(cursor, (3, 2), "after y");
+        i.edit(InputEdit::Home);
+        assert_eq!(i.rows(4).1, (3, 0));
+        i.edit(InputEdit::Left);
+        assert_eq!(i.rows(4).1, (2, 2), "end of the first line");
+        // A full last row leaves a row for the cursor only when it is there.
+        let mut full = Input::default();
+        full.edit(InputEdit::Paste("abcd".into()));
+        assert_eq!(full.rows(4), (vec!["abcd".into(), String::new()], (1, 0)));
+        full.edit(InputEdit::Left);
+        assert_eq!(full.rows(4), (vec!["abcd".into()], (0, 3)));
+        // Rows break at the last space that fits.
+        let mut words = Input::default();
+        words.edit(InputEdit::Paste("ab cd ef".into()));
+        assert_eq!(
+            words.rows(4),
+            (vec!["ab ".into(), "cd ".into(), "ef".into()], (2, 2))
+        );
+        words.edit(InputEdit::Home);
+        assert_eq!(words.rows(4).1, (0, 0));
+        // Wide characters count their columns.
+        let mut wide = Input::default();
+        wide.edit(InputEdit::Paste("日本語".into()));
+        assert_eq!(wide.rows(4).0, ["日本", "語"]);
+        assert_eq!(Input::default().rows(4), (vec![String::new()], (0, 0)));
+    }
 
     #[test]
     fn typing_editing_and_history() {

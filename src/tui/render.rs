@@ -4,6 +4,7 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::widgets::{Block, Clear, Paragraph, Wrap};
 use ratatui::Frame;
 
+use super::input::Input;
 use super::keymap::Keymap;
 use super::panes;
 use super::state::State;
@@ -23,9 +24,19 @@ pub struct Areas {
     pub status: Rect,
 }
 
-/// Rows the input box takes for `lines` lines of text (borders included).
-fn input_height(lines: usize) -> u16 {
-    (lines.clamp(1, 6) as u16) + 2
+/// Rows the input box takes for `rows` rows of text (borders included).
+fn input_height(rows: usize) -> u16 {
+    (rows.clamp(1, 6) as u16) + 2
+}
+
+/// Columns of text inside the input box on a screen of `area`.
+pub fn input_width(area: Rect) -> usize {
+    usize::from(layout(area, 1).input.width.saturating_sub(2))
+}
+
+/// Rows the input text takes, wrapped to the box, on a screen of `area`.
+fn input_rows(area: Rect, input: &Input) -> usize {
+    input.rows(input_width(area)).0.len()
 }
 
 /// Rows of the history pane for `main` rows beside the chat: the round pane comes
@@ -39,13 +50,13 @@ fn history_height(main: u16) -> u16 {
     }
 }
 
-pub fn layout(area: Rect, input_lines: usize) -> Areas {
+pub fn layout(area: Rect, input_rows: usize) -> Areas {
     let [main, status] = Layout::vertical([Constraint::Min(1), Constraint::Length(1)]).areas(area);
     let [left, right] =
         Layout::horizontal([Constraint::Percentage(45), Constraint::Percentage(55)]).areas(main);
     let [chat, input] = Layout::vertical([
         Constraint::Min(3),
-        Constraint::Length(input_height(input_lines)),
+        Constraint::Length(input_height(input_rows)),
     ])
     .areas(left);
     let [round, history] = Layout::vertical([
@@ -63,8 +74,8 @@ pub fn layout(area: Rect, input_lines: usize) -> Areas {
 }
 
 /// The chat text area (inside the border) for a screen size: what `Msg::ChatArea` says.
-pub fn chat_text_area(area: Rect, input_lines: usize) -> Rect {
-    layout(area, input_lines)
+pub fn chat_text_area(area: Rect, input: &Input) -> Rect {
+    layout(area, input_rows(area, input))
         .chat
         .inner(ratatui::layout::Margin::new(1, 1))
 }
@@ -85,7 +96,7 @@ pub fn draw(f: &mut Frame, s: &State, theme: &Theme, keys: &Keymap) {
         );
         return;
     }
-    let a = layout(area, s.chat.input.line_count());
+    let a = layout(area, input_rows(area, &s.chat.input));
     panes::chat::draw(f, a.chat, a.input, s, theme, keys);
     panes::round::draw(f, a.round, s, theme, keys);
     panes::history::draw(f, a.history, s, theme);

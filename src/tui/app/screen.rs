@@ -32,7 +32,7 @@ impl<B: Backend> Screen<B> {
 
     /// Draws one frame; tells the reducer first what the chat area holds now.
     pub fn draw(&mut self, s: &mut State, ui: &Ui) -> Result<()> {
-        let chat = render::chat_text_area(self.area(), s.chat.input.line_count());
+        let chat = render::chat_text_area(self.area(), &s.chat.input);
         // Scrolled back, the reducer needs the transcript's length to bound the scroll;
         // following, nothing depends on it (and wrapping all of it every frame would
         // cost a long chat dearly).

@@ -364,23 +364,22 @@ pub fn draw(f: &mut Frame, area: Rect, input_area: Rect, s: &State, t: &Theme, k
     } else {
         " message · Enter sends · Alt+Enter new line ".to_string()
     };
-    let text: Vec<Line> = chat
-        .input
-        .text
-        .split('\n')
-        .map(|l| Line::styled(l.to_string(), t.text))
-        .collect();
     let inner_in = input_area.inner(Margin::new(1, 1));
-    let (line, col) = chat.input.cursor_line_col();
-    let skip = line.saturating_sub(usize::from(inner_in.height.max(1)) - 1);
+    // Long lines wrap inside the box, and it scrolls to keep the cursor's row in view.
+    let (rows, (row, col)) = chat.input.rows(usize::from(inner_in.width));
+    let skip = row.saturating_sub(usize::from(inner_in.height.max(1)) - 1);
+    let text: Vec<Line> = rows
+        .into_iter()
+        .skip(skip)
+        .map(|l| Line::styled(l, t.text))
+        .collect();
     f.render_widget(
-        Paragraph::new(text.into_iter().skip(skip).collect::<Vec<_>>())
-            .block(pane(Line::styled(hint, t.dim), t)),
+        Paragraph::new(text).block(pane(Line::styled(hint, t.dim), t)),
         input_area,
     );
     if !s.help && !s.replaying() {
         let x = inner_in.x + (col as u16).min(inner_in.width.saturating_sub(1));
-        let y = inner_in.y + ((line - skip) as u16).min(inner_in.height.saturating_sub(1));
+        let y = inner_in.y + ((row - skip) as u16).min(inner_in.height.saturating_sub(1));
         f.set_cursor_position(Position::new(x, y));
     }
 }

@@ -48,6 +48,27 @@ fn kept(r: &RoundView) -> Option<usize> {
     (!r.committed.is_empty()).then_some(r.committed.len())
 }
 
+/// The answer's last round: its request no longer answers and no round of it came
+/// after (a branch that hit here is never used).
+fn last_of_answer(r: &RoundView, s: &State) -> bool {
+    r.verdict.is_some()
+        && !s.session.live.contains(&r.req)
+        && !s
+            .rounds
+            .list
+            .iter()
+            .any(|o| o.req == r.req && o.round > r.round)
+}
+
+/// The answer ended inside this round's block (EOS or the token limit), before the
+/// bonus.
+fn ended_here(r: &RoundView) -> bool {
+    match (&r.verdict, kept(r)) {
+        (Some(v), Some(k)) => k <= v.accepted,
+        _ => false,
+    }
+}
+
 pub fn fate(r: &RoundView, p: usize) -> PosFate {
     if p == 0 {
         return PosFate::Seed;
@@ -137,11 +158,8 @@ fn block_lines(r: &RoundView, st: &State, t: &Theme, width: usize) -> Vec<Line<'
             out.push(Line::from(std::mem::take(&mut top)));
             out.push(Line::from(std::mem::take(&mut bottom)));
         }
-        let past_end = kept(r).is_some_and(|k| k <= v.accepted);
-        top.push(Span::styled(
-            tok,
-            if past_end { t.discarded } else { t.bonus },
-        ));
+        let style = if ended_here(r) { t.discarded } else { t.bonus };
+        top.push(Span::styled(tok, style));
         bottom.push(Span::styled("bonus", t.dim));
     }
     if !top.is_empty() {
@@ -176,7 +194,8 @@ fn verdict_lines(r: &RoundView, s: &State, t: &Theme, width: usize) -> Vec<Line<
         None if drafts > 0 => pieces.push(("  full block".into(), t.accepted)),
         None => {}
     }
-    pieces.push((format!("  bonus {}", tok(v.bonus)), t.bonus));
+    let bonus_style = if ended_here(r) { t.discarded } else { t.bonus };
+    pieces.push((format!("  bonus {}", tok(v.bonus)), bonus_style));
     let n = v.accepted + 1;
     let unit = |n: usize| if n == 1 { "token" } else { "tokens" };
     match kept(r) {
@@ -221,6 +240,9 @@ fn branch_lines(r: &RoundView, s: &State, t: &Theme, width: usize) -> Vec<Line<'
             _ => format!("{:<3} @{:<2} ", b.kind, b.at),
         };
         let (badge, bstyle) = match r.outcome {
+            Some(BranchOutcome::Hit { index, .. }) if index == i && last_of_answer(r, s) => {
+                (format!("{HIT_GLYPH} HIT, unused: the answer ended"), t.miss)
+            }
             Some(BranchOutcome::Hit { index, .. }) if index == i => {
                 (format!("{HIT_GLYPH} HIT"), t.hit)
             }

@@ -148,8 +148,9 @@ fn draw_with(
         (" specscope".into(), t.status_key),
         (model_name(&s.session.model), t.status),
         (s.session.label(), t.status_key),
-        (s.session.device.clone(), t.status),
+        // Before the device: at 80 columns "answering" is what must show.
         (activity, t.status),
+        (s.session.device.clone(), t.status),
         (format!("TPF {:.2} (session)", sm.tpf()), t.status),
         (format!("{:.0} tok/s", sm.tokens_per_sec()), t.status),
     ];
