@@ -185,9 +185,11 @@ pub(super) fn on_action(s: &mut State, a: Action) -> Vec<Effect> {
                     "fastest"
                 };
                 s.notice(format!("already at the {end} pace"), Level::Info);
+            } else {
+                // No effect at a limit: the pace's own notice would hide the one above.
+                s.status.pace = next;
+                fx.push(Effect::SetPace(next));
             }
-            s.status.pace = next;
-            fx.push(Effect::SetPace(next));
         }
         Action::ToggleRecord => {
             if !read_only(s) {
