@@ -76,23 +76,20 @@ pub fn make_batch(
         for start in (0..len).step_by(block) {
             // The coin is drawn only when the share is set, so runs without it keep
             // their noise stream.
-            if draft_shaped > 0.0 && rng.uniform() < draft_shaped {
+            let p = if draft_shaped > 0.0 && rng.uniform() < draft_shaped {
                 for tok in xt.iter_mut().skip(start + 1).take(block - 1) {
                     *tok = mask_id;
                 }
-                for (i, tok) in xt.iter().enumerate().skip(start).take(block) {
-                    let is_masked = *tok == mask_id && s[i] != mask_id;
-                    w.push(if is_masked { 1.0 } else { 0.0 });
-                    masked += is_masked as usize;
+                1.0
+            } else {
+                let p = (1.0 - EPS) * rng.uniform() + EPS;
+                for tok in xt.iter_mut().skip(start).take(block) {
+                    if rng.uniform() < p {
+                        *tok = mask_id;
+                    }
                 }
-                continue;
-            }
-            let p = (1.0 - EPS) * rng.uniform() + EPS;
-            for tok in xt.iter_mut().skip(start).take(block) {
-                if rng.uniform() < p {
-                    *tok = mask_id;
-                }
-            }
+                p
+            };
             for (i, tok) in xt.iter().enumerate().skip(start).take(block) {
                 let is_masked = *tok == mask_id && s[i] != mask_id;
                 w.push(if is_masked { (1.0 / p) as f32 } else { 0.0 });

@@ -30,7 +30,7 @@ fn input_height(rows: usize) -> u16 {
 }
 
 /// Columns of text inside the input box on a screen of `area`.
-pub fn input_width(area: Rect) -> usize {
+fn input_width(area: Rect) -> usize {
     usize::from(layout(area, 1).input.width.saturating_sub(2))
 }
 
