@@ -264,12 +264,16 @@ fn chat_streams_pauses_steps_and_quits_cleanly_in_tmux() {
     t.wait_for("cooked mode restored", |s| s.contains("icanon echo"), true);
 }
 
-/// At 80×24 a round shows its draft and verdict, and the status line its markers.
+/// At 80×24 the welcome shows an example, a round its draft and verdict, and the
+/// status line its markers.
 #[test]
 fn the_default_chat_fits_80x24() {
     let Some(t) = Tmux::sized(80, 24) else { return };
     let cfg = tempfile::tempdir().unwrap();
     t.launch(cfg.path(), "--max-new-tokens 60");
+    // The bundled model's welcome keeps an example prompt and the keys in view.
+    let s = t.wait("the welcome", |s| s.contains("Try one"));
+    assert!(s.contains("│• ") && s.contains("help"), "{s}");
     t.literal("What is 12 plus 7?");
     t.keys(&["Enter"]);
     let s = t.wait("a verified round", |s| {

@@ -26,7 +26,7 @@ use specscope::tui::keymap::Keymap;
 use specscope::tui::panes::round::{REJECT_GLYPH, RISKY_GLYPH};
 use specscope::tui::render;
 use specscope::tui::state::{
-    update, Effect, Level, Msg, ReplayPace, ReplayStatus, Role, State, TurnStatus,
+    update, Effect, Level, Msg, ReplayPace, ReplayStatus, Role, State, Turn, TurnStatus,
 };
 use specscope::tui::theme::Theme;
 
@@ -415,6 +415,8 @@ fn actions_produce_effects_and_walk_rounds() {
         update(&mut s, Msg::Action(Action::Stop)),
         vec![Effect::Cancel(1)]
     );
+    // Esc says it stopped (the answer's end, when it comes, says "[stopped]").
+    assert_eq!(s.status.notice.as_ref().unwrap().text, "stopped");
     // Ctrl+C while answering stops; a second one right after quits.
     let mut busy = s.clone();
     let first = update(&mut busy, Msg::Action(Action::Interrupt));
@@ -422,7 +424,10 @@ fn actions_produce_effects_and_walk_rounds() {
     let second = update(&mut busy, Msg::Action(Action::Interrupt));
     assert_eq!(second, vec![Effect::Quit]);
     finish(&mut s);
+    // Walked back, then a new message: the round pane follows the new answer.
+    s.rounds.view = Some(0);
     let fx = update(&mut s, Msg::Action(Action::Submit));
+    assert_eq!(s.rounds.view, None);
     match &fx[..] {
         [Effect::Submit {
             messages,
@@ -486,6 +491,42 @@ fn actions_produce_effects_and_walk_rounds() {
     assert!(
         matches!(&update(&mut s, Msg::Action(Action::CopyLast))[..], [Effect::Copy(t)] if t == "The sum is 91")
     );
+}
+
+#[test]
+fn a_chat_sends_only_the_exchanges_its_context_window_holds() {
+    let mut s = State::new("m", "cpu", opts());
+    for (i, (q, a)) in [("q1", "a1"), ("q2", "a2"), ("q3", "a3")]
+        .iter()
+        .enumerate()
+    {
+        s.chat
+            .transcript
+            .push(Turn::user(i as u64 + 1, q.to_string()));
+        let mut answer = Turn::user(i as u64 + 1, a.to_string());
+        answer.role = Role::Assistant;
+        s.chat.transcript.push(answer);
+    }
+    let sent = |s: &mut State| -> Vec<String> {
+        update(s, Msg::Input(InputEdit::Insert('x')));
+        match &update(s, Msg::Action(Action::Submit))[..] {
+            [Effect::Submit { messages, .. }] => {
+                messages.iter().map(|m| m.content.clone()).collect()
+            }
+            other => panic!("{other:?}"),
+        }
+    };
+    // The whole chat by default; the bundled model's window holds one exchange.
+    assert_eq!(
+        sent(&mut s.clone()),
+        ["q1", "a1", "q2", "a2", "q3", "a3", "x"]
+    );
+    s.session.context_turns = Some(1);
+    assert_eq!(sent(&mut s.clone()), ["q3", "a3", "x"]);
+    s.session.context_turns = Some(0);
+    assert_eq!(sent(&mut s.clone()), ["x"]);
+    s.session.context_turns = Some(5);
+    assert_eq!(sent(&mut s.clone()).len(), 7);
 }
 
 fn notice(s: &State) -> String {
@@ -880,6 +921,26 @@ fn find_text(buf: &Buffer, needle: &str) -> Option<(u16, u16)> {
     None
 }
 
+/// WCAG contrast ratio of two RGB colours (`None` for other colours).
+fn contrast(a: Color, b: Color) -> Option<f64> {
+    let lum = |c: Color| match c {
+        Color::Rgb(r, g, b) => {
+            let ch = |v: u8| {
+                let v = f64::from(v) / 255.0;
+                if v <= 0.03928 {
+                    v / 12.92
+                } else {
+                    ((v + 0.055) / 1.055).powf(2.4)
+                }
+            };
+            Some(0.2126 * ch(r) + 0.7152 * ch(g) + 0.0722 * ch(b))
+        }
+        _ => None,
+    };
+    let (x, y) = (lum(a)?, lum(b)?);
+    Some((x.max(y) + 0.05) / (x.min(y) + 0.05))
+}
+
 fn check_styles(theme_name: &str) -> Buffer {
     let theme = Theme::builtin(theme_name).unwrap();
     let mut s = scripted();
@@ -907,6 +968,25 @@ fn check_styles(theme_name: &str) -> Buffer {
         "{theme_name}: reject marker"
     );
     assert_eq!(text_at(&buf, x + 1, y, 3), "·19");
+    // Selected for inspection, the rejected cell stays readable: text and
+    // background differ.
+    let mut sel = s.clone();
+    for _ in 0..4 {
+        update(&mut sel, Msg::Action(Action::PosNext));
+    }
+    let sbuf = draw(&sel, &theme, 160, 48);
+    let (sx, sy) = find(&sbuf, REJECT_GLYPH)[0];
+    let c = &sbuf[(sx, sy)];
+    assert_eq!(sel.rounds.selected, Some(3), "{theme_name}");
+    if let (Some(ratio), false) = (
+        contrast(c.fg, c.bg),
+        c.modifier.contains(Modifier::REVERSED),
+    ) {
+        assert!(
+            ratio >= 3.0,
+            "{theme_name}: selected reject {c:?}, contrast {ratio:.1}"
+        );
+    }
     // The correction branch that hit.
     let (hx, hy) = find_text(&buf, "HIT").expect("HIT badge");
     assert_eq!(buf[(hx, hy)].bg, theme.hit.bg.unwrap());
@@ -1001,6 +1081,20 @@ fn positions_past_the_answers_end_are_not_drawn_as_accepted() {
         live.contains("✓ HIT") && !live.contains("unused"),
         "still answering"
     );
+    // Stopped by the user, the hit went unused for that reason.
+    let mut stopped = s.clone();
+    feed(
+        &mut stopped,
+        0.08,
+        DecodeEvent::RequestFinished {
+            req: 1,
+            stop: StopReason::Cancelled,
+            text: String::new(),
+            stats: RequestStats::default(),
+        },
+    );
+    let all = screen_text(&draw(&stopped, &theme, 160, 48));
+    assert!(all.contains("HIT, unused: the answer was stopped"), "{all}");
     finish(&mut s);
     let buf = draw(&s, &theme, 160, 48);
     let all = screen_text(&buf);
@@ -1009,6 +1103,20 @@ fn positions_past_the_answers_end_are_not_drawn_as_accepted() {
         "{all}"
     );
     assert!(all.contains("HIT, unused: the answer ended"), "{all}");
+    // The round's history bar shows the 2 kept of its 4, not the 4 it advanced.
+    let (hx, top) = find_text(&buf, "adv/B").expect("the history's bars");
+    let base = (top + 1..top + 6)
+        .find(|&y| text_at(&buf, hx, y, 5) == "block")
+        .expect("the block row");
+    let first = (hx + 5..hx + 20)
+        .find(|&x| buf[(x, base)].symbol() != " ")
+        .expect("round 1's block glyph");
+    let column: String = (top..base)
+        .map(|y| buf[(first + 1, y)].symbol().to_string())
+        .collect();
+    let rows = usize::from(base - top);
+    let full = column.chars().filter(|c| *c == '█').count();
+    assert_eq!(full, rows / 2, "half the rows: {column:?}");
     let (bx, by) = find_text(&buf, "bonus '⏎'").expect("the verdict's bonus");
     assert_eq!(buf[(bx, by)].fg, theme.discarded.fg.unwrap());
     let (x, y) = find_text(&buf, "·Done").unwrap();
@@ -1107,6 +1215,54 @@ fn an_ar_regime_step_shows_the_measured_rates() {
     };
     let buf = draw(&scripted_with(trial), &Theme::dark(), 160, 48);
     assert!(screen_text(&buf).contains("AR steps — · drafting 0.78"));
+}
+
+/// The candidates show whole or not at all: never their heading without the figures.
+#[test]
+fn the_candidates_heading_never_shows_without_its_figures() {
+    // Chosen for the round: the heading is long enough to take rows of its own.
+    let s = scripted_with(BlockDecision {
+        rule: Rule::Round,
+        rate: Some(0.13),
+        ..ratio_reason()
+    });
+    for h in 16..40 {
+        let all = screen_text(&draw(&s, &Theme::dark(), 80, h));
+        if all.contains("expected tokens") {
+            assert!(all.contains('◀'), "80×{h}: {all}");
+        }
+    }
+}
+
+/// An AR step's token is never cut at the pane's border: it wraps whole.
+#[test]
+fn an_ar_step_shows_its_whole_token_at_80_columns() {
+    let mut s = scripted();
+    feed(
+        &mut s,
+        0.1,
+        SessionEvent::TokenText {
+            tokens: vec![(20, " sufficiently".to_string())],
+        },
+    );
+    feed(
+        &mut s,
+        0.1,
+        DecodeEvent::Verified {
+            req: 1,
+            round: 2,
+            accepted: 0,
+            first_reject: None,
+            verifier_tokens: vec![20],
+            bonus: 20,
+            detail: vec![],
+        },
+    );
+    let buf = draw(&s, &Theme::dark(), 80, 24);
+    let all = screen_text(&buf);
+    assert!(all.contains("AR step: one token per forward"), "{all}");
+    let (x, y) = find_text(&buf, "'·sufficiently'").expect("the whole token");
+    assert_eq!(buf[(x, y)].fg, Theme::dark().bonus.fg.unwrap(), "{all}");
 }
 
 #[test]
@@ -1271,7 +1427,9 @@ fn help_pages_explain_keys_terms_and_messages() {
     let buf = draw(&s, &Theme::dark(), 80, 24);
     let all = screen_text(&buf);
     assert!(
-        all.contains("Esc closes") && all.contains("Rebind in"),
+        all.contains("Esc closes")
+            && all.contains("Rebind in")
+            && all.contains("<config dir>/keymap.toml."),
         "the footer shows at 80x24: {all}"
     );
     update(&mut s, Msg::HelpPage(1));
@@ -1286,9 +1444,31 @@ fn help_pages_explain_keys_terms_and_messages() {
     ] {
         assert!(all.contains(term), "{term}: {all}");
     }
+    // Entries continue indented, so each term starts a row of its own at the edge.
+    let buf = draw(&s, &Theme::dark(), 80, 24);
+    let (x, y) = find_text(&buf, "block: the tokens").unwrap();
+    let next = text_at(&buf, x, y + 1, 3);
+    assert!(
+        next.starts_with("  ") && !next.ends_with(' '),
+        "hanging indent: {next:?}"
+    );
     update(&mut s, Msg::HelpPage(1));
     let all = screen_text(&draw(&s, &Theme::dark(), 120, 40));
     assert!(all.contains("unknown action `fly`"), "{all}");
+    update(
+        &mut s,
+        Msg::Notice {
+            text: "theme.toml:7: field `accepted`: unknown colour `greenish`; the default theme's colour is used instead".into(),
+            level: Level::Warning,
+        },
+    );
+    let buf = draw(&s, &Theme::dark(), 80, 24);
+    let (x, y) = find_text(&buf, "• theme.toml:7").unwrap();
+    let next = text_at(&buf, x, y + 1, 3);
+    assert!(
+        next.starts_with("  ") && !next.ends_with(' '),
+        "a message continues under its text: {next:?}"
+    );
 }
 
 #[test]
@@ -1311,7 +1491,7 @@ fn code_and_lists_in_answers_render_as_blocks() {
             round: 1,
             tokens: vec![1],
             origins: vec![Origin::Draft],
-            text: "Here:\n```python\ndef f(xs):\n    return xs\n```\n1. first item that is long enough to wrap around the chat pane's width\n".into(),
+            text: "Here:\n```python\ndef f(xs):\n    total = sum(x * 7 for x in xs if x > 2 and x < 100 and x != 50)\n    return xs\n```\n1. first item that is long enough to wrap around the chat pane's width\n".into(),
         },
     );
     let theme = Theme::dark();
@@ -1323,6 +1503,14 @@ fn code_and_lists_in_answers_render_as_blocks() {
         "code in the code style"
     );
     let (_, y) = find_text(&buf, "    return xs").expect("indentation kept");
+    // A code line longer than the pane continues at its own indentation.
+    let (tx, ty) = find_text(&buf, "    total = sum(").unwrap();
+    let cont = text_at(&buf, tx - 2, ty + 1, 7);
+    assert!(
+        cont.starts_with("      ") && !cont.ends_with(' '),
+        "continuation: {cont:?}"
+    );
+    assert_eq!(buf[(tx + 4, ty + 1)].fg, theme.code.fg.unwrap());
     let (lx, ly) = find_text(&buf, "1. first item").unwrap();
     // The item's next line hangs under its text, not under the number.
     let next = text_at(&buf, lx, ly + 1, 4);
@@ -1349,6 +1537,28 @@ fn the_empty_chat_introduces_the_model() {
         all.contains("bundled drill model (tiny-nld)"),
         "the status names it: {all}"
     );
+    // Nothing decoded yet: no rates that read as measured zeros.
+    for zero in ["0.00", "0 tok/s"] {
+        assert!(!all.contains(zero), "{zero}: {all}");
+    }
+    assert!(all.contains("TPF  —  tok/s  —"), "{all}");
+    // At 80×24 the model's last lines give way so that an example still shows.
+    let s = State::new("bundled:tiny-nld", "cpu", opts()).with_intro(
+        vec![
+            "Bundled drill model: 4.2M parameters, trained from scratch on a 2-core CPU (385 min, 15.0M tokens of generated chats).".into(),
+            "It does arithmetic, word problems, Python list functions, capitals, and reversing, counting or sorting words; it declines the rest.".into(),
+            "Each message goes with the one exchange before it, as in its training (--context-turns).".into(),
+        ],
+        vec!["Hello! How are you doing?".into(), "15 times 3?".into()],
+    );
+    let all = screen_text(&draw(&s, &Theme::dark(), 80, 24));
+    for want in [
+        "drill model: 4.2M",
+        "• Hello! How are you doing?",
+        "F1 help",
+    ] {
+        assert!(all.contains(want), "{want}: {all}");
+    }
 }
 
 #[test]
@@ -1368,7 +1578,14 @@ fn help_scrolls_and_keeps_keys_from_the_screen_behind() {
     let mut s = scripted();
     update(&mut s, Msg::Action(Action::Help));
     update(&mut s, Msg::HelpPage(1));
-    let top = screen_text(&draw(&s, &Theme::dark(), 80, 24));
+    let buf = draw(&s, &Theme::dark(), 80, 24);
+    let top = screen_text(&buf);
+    // Nothing of the panes behind shows beside the overlay (the status line stays).
+    for y in 0..23 {
+        for x in [0u16, 1, 78, 79] {
+            assert_eq!(buf[(x, y)].symbol(), " ", "({x}, {y}):\n{top}");
+        }
+    }
     assert!(!top.contains("history bars"), "{top}");
     assert!(top.contains("↓ more"), "says there is more: {top}");
     let k = |c, m| KeyEvent::new(c, m);
@@ -1377,8 +1594,12 @@ fn help_scrolls_and_keeps_keys_from_the_screen_behind() {
     for _ in 0..10 {
         update(&mut s, Msg::HelpScroll(10));
     }
-    let end = screen_text(&draw(&s, &Theme::dark(), 80, 24));
+    let buf = draw(&s, &Theme::dark(), 80, 24);
+    let end = screen_text(&buf);
     assert!(end.contains("history bars"), "the last term shows: {end}");
+    // Scrolled to the end, the page's last line sits on the bottom border.
+    let (_, y) = find_text(&buf, "carry over.").expect("the page's last line");
+    assert!(text_at(&buf, 4, y + 1, 3).contains('─'), "{end}");
     assert!(end.contains("↑ back"), "{end}");
     // Another page starts at its top.
     update(&mut s, Msg::HelpPage(1));
@@ -1418,6 +1639,92 @@ fn notices_keep_the_help_key_and_are_kept_in_full() {
     update(&mut s, Msg::HelpPage(2));
     let page = screen_text(&draw(&s, &Theme::dark(), 120, 30));
     assert!(page.contains("session-20261201.jsonl"), "{page}");
+}
+
+/// Pane titles that run into their top-right corner mid-word, and the history's
+/// branches summary cut at its border.
+fn cut_at_border(buf: &Buffer) -> Vec<String> {
+    let a = buf.area;
+    let mut cut = Vec::new();
+    for y in a.top()..a.bottom() {
+        let row = text_at(buf, 0, y, a.width);
+        for x in a.left() + 1..a.right() {
+            if buf[(x, y)].symbol() == "┐" && !matches!(buf[(x - 1, y)].symbol(), "─" | " ") {
+                cut.push(row.clone());
+            }
+        }
+        if let Some(i) = row
+            .find("│branches ")
+            .or_else(|| row.find("│branch "))
+            .or_else(|| row.find("│br "))
+        {
+            let inner = row[i..].trim_matches('│').trim_end();
+            let inner = inner.split('│').next().unwrap_or_default().trim_end();
+            if !(inner.ends_with('%') || inner.ends_with("saved") || inner.ends_with("yet")) {
+                cut.push(row.clone());
+            }
+        }
+    }
+    cut
+}
+
+#[test]
+fn at_80_columns_titles_and_summaries_shorten_instead_of_being_cut() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo.jsonl");
+    let trace = read_trace(&path).unwrap();
+    let mut s = State::new("demo", "cpu", opts());
+    let mut player = Player::new(trace.clone(), "demo".into());
+    while player.pos < trace.events.len() {
+        player.step(&mut s);
+    }
+    // Walked back to a past round, paused, the chat scrolled up: every title at its
+    // longest.
+    s.status.paused = true;
+    for _ in 0..3 {
+        update(&mut s, Msg::Action(Action::RoundPrev));
+    }
+    update(&mut s, Msg::Action(Action::ScrollUp));
+    for (w, h) in [(80, 24), (100, 30), (200, 50)] {
+        let buf = draw(&s, &Theme::dark(), w, h);
+        let all = screen_text(&buf);
+        assert!(
+            cut_at_border(&buf).is_empty(),
+            "{w}x{h}: {:?}\n{all}",
+            cut_at_border(&buf)
+        );
+        assert!(all.contains("past"), "{all}");
+        assert!(all.contains("acceptance"), "{all}");
+        assert!(all.contains("hit"), "{all}");
+    }
+    // Every round of the demo at 80×24: the verdict wraps between its phrases, never
+    // inside one ("bonus" at a line's end, its token on the next).
+    let mut seen = 0;
+    while s.rounds.shown_index().unwrap_or(0) > 0 {
+        let buf = draw(&s, &Theme::dark(), 80, 24);
+        for y in 0..24 {
+            let row = text_at(&buf, 36, y, 44);
+            let inner = row.trim_matches('│').trim_end();
+            // (The draft grid's own "bonus" label ends rows too; a verdict row quotes.)
+            let verdict_bonus = inner.ends_with("bonus") && inner.contains('\'');
+            let orphan = ["drafted", "says", "→", "accepted", "reject at"]
+                .iter()
+                .any(|o| inner.ends_with(o))
+                // nor does a wrapped phrase start with the space before it
+                || (inner.contains('→') && inner.starts_with(' '))
+                // and a branch row's preview shows at least its first token
+                || inner.contains("[…]")
+                // and the bonus cell's label is whole
+                || [" b", " bo", " bon", " bonu"].iter().any(|p| inner.ends_with(p));
+            assert!(
+                !verdict_bonus && !orphan,
+                "{inner:?}\n{}",
+                screen_text(&buf)
+            );
+        }
+        seen += 1;
+        update(&mut s, Msg::Action(Action::RoundPrev));
+    }
+    assert!(seen > 100, "walked {seen} rounds");
 }
 
 /// The round pane says "live" only while the request answers.

@@ -135,7 +135,7 @@ impl Action {
         match self {
             Action::Submit => "send the message",
             Action::Newline => "new line in the input",
-            Action::Stop => "stop generating",
+            Action::Stop => "stop generating; when idle, close the position inspector",
             Action::Interrupt => "stop / clear input / quit (twice)",
             Action::Quit => "quit",
             Action::Help => "this help",

@@ -117,7 +117,9 @@ impl Keymap {
             .iter()
             .filter_map(|a| {
                 let keys = self.keys_for(*a);
-                (!keys.is_empty()).then(|| (keys.join(" "), *a, a.help()))
+                // Written as people write keys (`Ctrl+R`, `Alt+-`), as hints are.
+                let shown: Vec<String> = keys.iter().map(|k| pretty(k)).collect();
+                (!keys.is_empty()).then(|| (shown.join(" "), *a, a.help()))
             })
             .collect()
     }
@@ -169,6 +171,21 @@ pub fn pretty(spec: &str) -> String {
 
 /// Parses a keymap file; `None` actions unbind.
 fn parse(text: &str, name: &str) -> Result<Vec<(KeySpec, Option<Action>)>> {
+    // A binding written above the table (`"ctrl-x" = "quit"` on its own) is the
+    // likely slip: say where it belongs rather than serde's "expected `keys`".
+    if let Ok(top) = text.parse::<toml::Table>() {
+        // The topmost one (the table is sorted by key); one whose line cannot be found
+        // is left to serde's message, which has its line.
+        let stray = top
+            .iter()
+            .filter(|(k, v)| *k != "keys" && !v.is_table())
+            .map(|(k, _)| (line_of_key(text, k), k))
+            .filter(|(line, _)| *line > 0)
+            .min();
+        if let Some((line, k)) = stray {
+            bail!("{name}:{line}: `{k}` is outside the [keys] table: bindings go below a `[keys]` line");
+        }
+    }
     let file: KeymapFile = toml::from_str(text).map_err(|e| {
         let line = e.span().map_or(0, |s| line_of(text, s.start));
         anyhow!("{name}:{line}: {}", e.message())
@@ -386,5 +403,14 @@ mod tests {
         std::fs::write(&p, "[keys]\n\"ctrl-x\" = \n").unwrap();
         let (_, warn) = Keymap::load(&p);
         assert!(warn[0].contains("keymap.toml:2"), "{}", warn[0]);
+
+        // Bindings without their table: the line, and where they belong.
+        std::fs::write(&p, "# mine\n\"ctrl-x\" = \"quit\"\n\"alt-a\" = \"quit\"\n").unwrap();
+        let (_, warn) = Keymap::load(&p);
+        assert!(
+            warn[0].contains("keymap.toml:2") && warn[0].contains("[keys]"),
+            "{}",
+            warn[0]
+        );
     }
 }

@@ -102,10 +102,14 @@ pub fn draw(f: &mut Frame, s: &State, theme: &Theme, keys: &Keymap) {
     panes::history::draw(f, a.history, s, theme);
     panes::status::draw(f, a.status, s, theme, keys);
     if s.help {
+        // The panes behind are blanked (the status line stays): bits of them beside
+        // the overlay read as stray letters.
+        let behind = Rect::new(area.x, area.y, area.width, a.status.y - area.y);
+        f.render_widget(Clear, behind);
+        f.render_widget(Block::default().style(theme.background), behind);
         let w = area.width.saturating_sub(4).min(100);
         let h = area.height.saturating_sub(2);
         let r = Rect::new(area.x + (area.width - w) / 2, area.y + 1, w, h);
-        f.render_widget(Clear, r);
         panes::help::draw(f, r, s, theme, keys);
     }
 }

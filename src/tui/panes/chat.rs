@@ -9,15 +9,20 @@ use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 use unicode_width::UnicodeWidthChar;
 
-use super::pane;
+use super::{pane, Fit};
 use crate::engine::events::Origin;
 use crate::tui::action::Action;
 use crate::tui::keymap::Keymap;
 use crate::tui::state::{Role, State, Turn, TurnStatus};
 use crate::tui::theme::Theme;
 
+/// A space that does not break: words joined by it wrap together (drawn as a space).
+pub const NBSP: char = '\u{a0}';
+
 /// Wraps styled pieces to `width` columns at spaces where possible; `\n` breaks.
-/// Continuation lines start with `indent` (a list item's hanging indent).
+/// Continuation lines start with `indent` (a list item's hanging indent) plus the
+/// leading spaces of their own line, so a wrapped line of code stays inside its
+/// block's indentation (at most half the width).
 pub fn wrap_indented(
     pieces: &[(String, Style)],
     width: usize,
@@ -44,29 +49,38 @@ pub fn wrap_indented(
             words.push((word, *style, false));
         }
     }
-    let new_line = |lines: &mut Vec<Vec<(String, Style)>>, col: &mut usize| {
+    // The leading spaces of the current line, while only spaces have been placed.
+    let (mut lead, mut at_start) = (0usize, true);
+    let new_line = |lines: &mut Vec<Vec<(String, Style)>>, col: &mut usize, hang: usize| {
         lines.push(Vec::new());
-        if indent > 0 {
-            push_piece(lines.last_mut(), " ".repeat(indent), Style::default());
+        if hang > 0 {
+            push_piece(lines.last_mut(), " ".repeat(hang), Style::default());
         }
-        *col = indent;
+        *col = hang;
     };
     for (word, style, nl) in words {
+        let hang = (indent + lead).min(width / 2).max(indent);
+        if at_start && word == " " {
+            lead += 1;
+        } else if !word.is_empty() {
+            at_start = false;
+        }
         let w: usize = word.chars().map(|c| c.width().unwrap_or(0)).sum();
         let trimmed = word.trim_end_matches(' ');
         let tw: usize = trimmed.chars().map(|c| c.width().unwrap_or(0)).sum();
-        if col > indent && col + tw > width {
-            new_line(&mut lines, &mut col);
+        // Spaces never start a row: past the edge they are clipped, not carried over.
+        if tw > 0 && col > hang && col + tw > width {
+            new_line(&mut lines, &mut col, hang);
         }
         let mut rest = word.as_str();
-        if w > width - indent {
-            // Hard-break a long word.
+        if tw > width - hang {
+            // Hard-break a long word (its trailing space stays on the row).
             let mut chunk = String::new();
             for c in rest.chars() {
                 let cw = c.width().unwrap_or(0);
-                if col + cw > width {
+                if col + cw > width && c != ' ' {
                     push_piece(lines.last_mut(), std::mem::take(&mut chunk), style);
-                    new_line(&mut lines, &mut col);
+                    new_line(&mut lines, &mut col, hang);
                 }
                 chunk.push(c);
                 col += cw;
@@ -81,6 +95,7 @@ pub fn wrap_indented(
         if nl {
             lines.push(Vec::new());
             col = 0;
+            (lead, at_start) = (0, true);
         }
     }
     lines
@@ -89,7 +104,7 @@ pub fn wrap_indented(
             Line::from(
                 spans
                     .into_iter()
-                    .map(|(t, s)| Span::styled(t, s))
+                    .map(|(t, s)| Span::styled(t.replace(NBSP, " "), s))
                     .collect::<Vec<_>>(),
             )
         })
@@ -165,15 +180,30 @@ fn blocks(text: &str, width: usize, t: &Theme) -> Vec<Line<'static>> {
             continue;
         }
         if in_code {
-            // Code keeps its columns: wrapped hard, never at spaces.
+            // Code keeps its columns: wrapped hard, never at spaces; a continuation
+            // row starts at the line's own indentation (at most half the width).
+            let full = format!("  {line}");
+            let lead = full
+                .chars()
+                .take_while(|c| *c == ' ')
+                .count()
+                .min(width / 2);
             let mut chunk = String::new();
             let mut col = 0;
-            for c in format!("  {line}").chars() {
+            // A continuation row starts at a character, not at the space of the break.
+            let mut fresh = false;
+            for c in full.chars() {
                 let cw = c.width().unwrap_or(0);
-                if col + cw > width.max(1) {
+                if col + cw > width.max(1) && col > lead {
                     out.push(Line::styled(std::mem::take(&mut chunk), t.code));
-                    col = 0;
+                    chunk = " ".repeat(lead);
+                    col = lead;
+                    fresh = true;
                 }
+                if fresh && c == ' ' {
+                    continue;
+                }
+                fresh = false;
                 chunk.push(c);
                 col += cw;
             }
@@ -237,8 +267,9 @@ pub fn line_count(s: &State, width: u16, t: &Theme) -> usize {
     lines(s, width, t).len()
 }
 
-/// The empty chat: what the model is, what to try, how to watch. Examples fill what
-/// the pane's `height` leaves after the rest, so the keys always show.
+/// The empty chat: what the model is, what to try, how to watch. The model's lines
+/// show in order while a first example and the keys still fit below them; examples
+/// fill what the pane's `height` leaves after the rest, so the keys always show.
 fn intro(s: &State, t: &Theme, keys: &Keymap, width: usize, height: usize) -> Vec<Line<'static>> {
     let mut out = wrap(
         &[(
@@ -247,13 +278,11 @@ fn intro(s: &State, t: &Theme, keys: &Keymap, width: usize, height: usize) -> Ve
         )],
         width,
     );
-    for l in &s.session.about {
-        out.extend(wrap(&[(l.clone(), t.text)], width));
-    }
-    let hints = intro_keys(t, keys, width, height.saturating_sub(out.len() + 3));
-    if !s.session.examples.is_empty() {
-        out.push(Line::default());
-        out.extend(wrap(
+    let example = |e: &str| wrap_indented(&[(format!("• {e}"), t.user)], width, 2);
+    let mut try_one = Vec::new();
+    if let Some(first) = s.session.examples.first() {
+        try_one.push(Line::default());
+        try_one.extend(wrap(
             &[(
                 format!(
                     "Try one ({} puts it in the box; again: the next):",
@@ -263,9 +292,27 @@ fn intro(s: &State, t: &Theme, keys: &Keymap, width: usize, height: usize) -> Ve
             )],
             width,
         ));
+        // Reserved below the model's lines: the header and a first example.
+        let reserve = try_one.len() + example(first).len();
+        let compact_keys = intro_keys(t, keys, width, 0).len();
+        for l in &s.session.about {
+            let lines = wrap(&[(l.clone(), t.text)], width);
+            if out.len() + lines.len() + reserve + compact_keys > height {
+                break;
+            }
+            out.extend(lines);
+        }
+    } else {
+        for l in &s.session.about {
+            out.extend(wrap(&[(l.clone(), t.text)], width));
+        }
+    }
+    let hints = intro_keys(t, keys, width, height.saturating_sub(out.len() + 3));
+    if !s.session.examples.is_empty() {
+        out.extend(try_one);
         let mut room = height.saturating_sub(out.len() + hints.len());
         for e in s.session.examples.iter().take(6) {
-            let lines = wrap_indented(&[(format!("• {e}"), t.user)], width, 2);
+            let lines = example(e);
             if lines.len() > room {
                 break;
             }
@@ -329,40 +376,49 @@ pub fn draw(f: &mut Frame, area: Rect, input_area: Rect, s: &State, t: &Theme, k
         };
         let max_top = all.len().saturating_sub(h);
         let top = max_top.saturating_sub(chat.scroll_back);
-        let mut title = vec![Span::styled(" chat ", t.title)];
+        let mut title = Fit::default().part([" chat "], t.title);
         if top < max_top {
-            title.push(Span::styled(
-                format!(
-                    "[{} lines below · {} follows] ",
-                    max_top - top,
-                    keys.hint(Action::FollowBottom)
-                ),
+            let below = max_top - top;
+            title = title.part(
+                [
+                    format!(
+                        "[{below} lines below · {} follows] ",
+                        keys.hint(Action::FollowBottom)
+                    ),
+                    format!("[{below} below] "),
+                ],
                 t.warning,
-            ));
+            );
         }
         if chat.origins {
-            title.push(Span::styled("accepted draft ", t.accepted));
-            title.push(Span::styled("bonus ", t.bonus));
-            title.push(Span::styled("reused ", t.reused));
+            title = title
+                .part(["accepted draft ", "draft "], t.accepted)
+                .part(["bonus "], t.bonus)
+                .part(["reused ", ""], t.reused);
         }
         let shown: Vec<Line> = all.into_iter().skip(top).take(h).collect();
         f.render_widget(
-            Paragraph::new(shown).block(pane(Line::from(title), t)),
+            Paragraph::new(shown).block(pane(title.title(area.width), t)),
             area,
         );
     }
 
     let hint = if s.replaying() {
-        " replay: read-only ".to_string()
+        Fit::default().part([" replay: read-only "], t.title)
     } else if s.session.active().is_some() {
-        format!(" answering… {} stops ", keys.hint(Action::Stop))
-    } else if chat.input.is_empty() && !s.session.examples.is_empty() {
-        format!(
-            " message · Enter sends · {} example ",
-            keys.hint(Action::Example)
-        )
+        Fit::default()
+            .part([" answering… "], t.title)
+            .part([format!("{} stops ", keys.hint(Action::Stop))], t.title)
     } else {
-        " message · Enter sends · Alt+Enter new line ".to_string()
+        let next = if chat.input.is_empty() && !s.session.examples.is_empty() {
+            format!("· {} example ", keys.hint(Action::Example))
+        } else {
+            "· Alt+Enter new line ".to_string()
+        };
+        Fit::default()
+            .part([" message "], t.title)
+            .part(["· Enter sends "], t.title)
+            .part([next, String::new()], t.title)
     };
     let inner_in = input_area.inner(Margin::new(1, 1));
     // Long lines wrap inside the box, and it scrolls to keep the cursor's row in view.
@@ -374,12 +430,64 @@ pub fn draw(f: &mut Frame, area: Rect, input_area: Rect, s: &State, t: &Theme, k
         .map(|l| Line::styled(l, t.text))
         .collect();
     f.render_widget(
-        Paragraph::new(text).block(pane(Line::styled(hint, t.dim), t)),
+        Paragraph::new(text).block(pane(hint.title(input_area.width), t)),
         input_area,
     );
     if !s.help && !s.replaying() {
         let x = inner_in.x + (col as u16).min(inner_in.width.saturating_sub(1));
         let y = inner_in.y + ((row - skip) as u16).min(inner_in.height.saturating_sub(1));
         f.set_cursor_position(Position::new(x, y));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn texts(lines: &[Line]) -> Vec<String> {
+        lines
+            .iter()
+            .map(|l| l.spans.iter().map(|s| s.content.as_ref()).collect())
+            .collect()
+    }
+
+    #[test]
+    fn fenced_code_continues_at_its_indentation_from_a_character() {
+        let t = Theme::dark();
+        let lines = blocks("```\n  abcdef gh\n```", 10, &t);
+        // Two columns of the pane's own indent, two of the line's: a break on the
+        // space before "gh" starts the next row at "gh", under "abcdef".
+        assert_eq!(texts(&lines), ["```", "    abcdef", "    gh", "```"]);
+    }
+
+    #[test]
+    fn a_wrapped_line_of_code_keeps_its_indentation() {
+        let code = "def f(xs):\n    return [x * 7 for x in xs if x > 2]\nprint(f([1]))";
+        let lines = wrap(&[(code.to_string(), Style::default())], 24);
+        assert_eq!(
+            texts(&lines),
+            [
+                "def f(xs):",
+                "    return [x * 7 for x ",
+                "    in xs if x > 2]",
+                "print(f([1]))",
+            ]
+        );
+        // A list item's indent adds to the line's own; prose has none of its own.
+        let lines = wrap_indented(&[("• one two three".to_string(), Style::default())], 8, 2);
+        assert_eq!(texts(&lines), ["• one ", "  two ", "  three"]);
+        // A row that ends exactly at the edge does not carry the spaces after it over.
+        let lines = wrap(&[("abcd  efg".to_string(), Style::default())], 4);
+        assert_eq!(texts(&lines)[1], "efg");
+        // The hang is at most half the width, so deep code still shows its words.
+        let deep = format!("{}alpha beta gamma", " ".repeat(12));
+        let lines = wrap(&[(deep, Style::default())], 20);
+        assert_eq!(
+            texts(&lines),
+            [
+                format!("{}alpha ", " ".repeat(12)),
+                format!("{}beta gamma", " ".repeat(10))
+            ]
+        );
     }
 }

@@ -4,9 +4,11 @@
 
 use ratatui::layout::{Margin, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Paragraph, Wrap};
+use ratatui::widgets::Paragraph;
 use ratatui::Frame;
+use unicode_width::UnicodeWidthStr;
 
+use super::chat::{wrap_indented, NBSP};
 use super::history::speed_words;
 use super::pane;
 use crate::tui::keymap::Keymap;
@@ -29,8 +31,8 @@ pub const LEGEND: &[(&str, &str)] = &[
     ("P1 P2 P3", "correction rows, run inside the verify forward: re-draft from the 1st/2nd/3rd risky position with the draft's next-best token; HIT when the verifier rejected exactly there and chose that token: the next round needs no draft forward"),
     ("new", "the continuation row: drafts the next block as if this one were accepted whole; HIT when the bonus equals its first token"),
     ("expected tokens / ms", "per block size B: V, the tokens a round of B is expected to advance (survival tables, from the verifier's recent entropy), and T, its forward cost in ms (cost model); the adaptive rule picks the best tokens per ms"),
-    ("round: λ tokens/ms", "with several requests in one forward, sizes are chosen together for the round's tokens per ms"),
-    ("cold start", "no history yet: the paper's cap by concurrency (32 for one request), valued by the tables' average"),
+    ("round: λ tokens/ms", "what the rule expects the round's forward to deliver: the V of every request in it, summed, ÷ the forward's cost in ms; the sizes are chosen together to make it largest, so with several requests it is not any one size's V/T (an explore round shows the rule's choice, before the size it tries was swapped in)"),
+    ("cold start", "an answer's first round, no history yet: the sizes up to the paper's cap by concurrency (32 for one request), valued by the tables' average; the best tokens per ms is chosen, so often a size below the cap"),
     ("AR step", "block 1: no draft, one token per forward (AR mode, or the throughput preset where drafting does not pay)"),
     ("explore", "now and then a size the rule did not choose runs, so its cost stays measured"),
     ("TPF", "tokens per forward: decode tokens / decode forwards; \"(session)\" counts the whole session (history title, and the status line where it is wide), the history's sparklines are 8-round means"),
@@ -41,8 +43,10 @@ pub const LEGEND: &[(&str, &str)] = &[
     ("◀", "the block size chosen among the candidates"),
     ("[a b …]", "a branch row's first drafted tokens"),
     ("drafts saved", "draft forwards skipped because a branch row hit"),
+    ("branches (br)", "history: by kind, branch rows that hit / rows built, then the hit rate over all kinds; \"branch\" or \"br\" and fewer parts where the pane is narrow"),
+    ("mean acceptance (acc)", "history title: tokens a round advanced (accepted drafts + the bonus), averaged over the session's rounds; an answer's last round counts whole even where fewer were kept, as in bench and eval"),
     ("request N live", "the round pane follows the newest round of request N while it answers (\"latest\" once it is done, \"replay\" in a replay; \"past\" when you walk back with Alt+←)"),
-    ("history bars (adv/B)", "one per round: height = tokens advanced ÷ block size; colour: full block, reject, reused branch"),
+    ("history bars (adv/B)", "one per round: height = tokens advanced (kept, in an answer's last round) ÷ block size; colour: full block, reject, reused branch"),
     ("family histogram", "per prompt family: how many rounds advanced 1, 2, ≤4, ≤8 … tokens, bar height relative to the family's most common"),
     ("origin colours (Ctrl+O)", "answer tokens coloured by where they came from: the accepted colour for accepted draft tokens, the bonus colour for bonus tokens, the branch colour for tokens of a reused branch row"),
 ];
@@ -75,10 +79,15 @@ fn keys_page(t: &Theme, keys: &Keymap, width: usize, height: usize) -> Vec<Line<
         rows.len()
     };
     // The note first: the list below it may scroll.
-    let mut lines = vec![Line::styled(
-        "Printable keys act only while the input is empty. Rebind in <config dir>/keymap.toml.",
-        t.dim,
-    )];
+    let mut lines = wrap_indented(
+        &[(
+            // The path wraps whole.
+            format!("Printable keys act only while the input is empty. Rebind in <config{NBSP}dir>/keymap.toml."),
+            t.dim,
+        )],
+        width,
+        0,
+    );
     for i in 0..n {
         let mut spans = cell(&rows[i]);
         if two {
@@ -101,38 +110,43 @@ fn cut(s: &str, w: usize) -> String {
     }
 }
 
-fn legend_page(s: &State, t: &Theme) -> Vec<Line<'static>> {
+/// Entries and messages wrap with a hanging indent, so where one ends and the next
+/// begins shows at a glance.
+const HANG: usize = 2;
+
+fn legend_page(s: &State, t: &Theme, width: usize) -> Vec<Line<'static>> {
     let mut lines: Vec<Line> = LEGEND
         .iter()
-        .map(|(term, what)| {
-            Line::from(vec![
-                Span::styled(format!("{term}: "), t.help_key),
-                Span::styled(what.to_string(), t.text),
-            ])
+        .flat_map(|(term, what)| {
+            let pieces = [
+                (format!("{term}: "), t.help_key),
+                (what.to_string(), t.text),
+            ];
+            wrap_indented(&pieces, width, HANG)
         })
         .collect();
     lines.push(Line::default());
     if let Some((words, _)) = speed_words(s) {
-        lines.push(Line::styled(words, t.title));
+        lines.extend(wrap_indented(&[(words, t.title)], width, 0));
     }
-    lines.push(Line::styled(SPEED, t.text));
+    lines.extend(wrap_indented(&[(SPEED.to_string(), t.text)], width, 0));
     lines
 }
 
-fn messages_page(s: &State, t: &Theme) -> Vec<Line<'static>> {
+fn messages_page(s: &State, t: &Theme, width: usize) -> Vec<Line<'static>> {
     if s.status.messages.is_empty() {
         return vec![Line::styled("No messages yet this session.", t.dim)];
     }
     s.status
         .messages
         .iter()
-        .map(|(level, text)| {
+        .flat_map(|(level, text)| {
             let style = match level {
                 Level::Error => t.error,
                 Level::Warning => t.warning,
                 Level::Info => t.text,
             };
-            Line::styled(format!("• {text}"), style)
+            wrap_indented(&[(format!("• {text}"), style)], width, HANG)
         })
         .collect()
 }
@@ -149,16 +163,18 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme, keys: &Keymap) {
     let width = usize::from(inner.width).max(1);
     let body = match page {
         0 => keys_page(t, keys, width, height.saturating_sub(1)),
-        1 => legend_page(s, t),
-        _ => messages_page(s, t),
+        1 => legend_page(s, t, width),
+        _ => messages_page(s, t, width),
     };
-    // Lines after wrapping (words wrap a little later than this; one spare line
-    // covers it), so the scroll stops at the end of the page.
+    // Rows of the page, so the scroll stops at its last line. The pages come wrapped;
+    // a row may end in a space past the edge, which takes no row of its own.
     let wrapped: usize = body
         .iter()
-        .map(|l| l.width().div_ceil(width).max(1))
-        .sum::<usize>()
-        + 1;
+        .map(|l| {
+            let text: String = l.spans.iter().map(|s| s.content.as_ref()).collect();
+            text.trim_end().width().div_ceil(width).max(1)
+        })
+        .sum();
     let max_scroll = wrapped.saturating_sub(height);
     let scroll = s.help_scroll.min(max_scroll);
     let hint = if max_scroll == 0 {
@@ -170,8 +186,8 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme, keys: &Keymap) {
     };
     tabs.push(Span::styled(hint, t.dim));
     f.render_widget(
+        // Pre-wrapped: a row's trailing space past the edge is clipped, not wrapped.
         Paragraph::new(body)
-            .wrap(Wrap { trim: false })
             .scroll((u16::try_from(scroll).unwrap_or(u16::MAX), 0))
             .block(pane(Line::from(tabs), t)),
         area,

@@ -12,7 +12,7 @@ use ratatui::widgets::{Paragraph, Widget};
 use ratatui::Frame;
 use unicode_width::UnicodeWidthStr;
 
-use super::pane;
+use super::{pane, Fit};
 use crate::tui::state::{RoundView, Sample, State};
 use crate::tui::theme::Theme;
 
@@ -20,25 +20,45 @@ use crate::tui::theme::Theme;
 /// columns where the whole sentence does not fit (None until measured).
 pub fn speed_line(s: &State, width: usize) -> Option<(String, bool)> {
     let (long, pays) = speed_words(s)?;
-    if long.width() <= width {
-        return Some((long, pays));
-    }
     let c = s.stats.speed.comparison()?;
-    let why = if pays { "pays here" } else { "F1: why" };
-    Some((
-        format!("drafting {:.2}× AR steps here ({why})", c.ratio),
-        pays,
-    ))
+    let r = c.ratio;
+    let how = how_measured(c.ar_measured);
+    // The longest form that fits: the sentence, then shorter ones.
+    let forms = if pays {
+        [
+            long,
+            format!("drafting {r:.2}× AR steps on this machine ({how}): pays"),
+            format!("drafting {r:.2}× AR steps here: speculation pays"),
+            format!("drafting {r:.2}× AR steps here"),
+        ]
+    } else {
+        [
+            long,
+            format!("drafting {r:.2}× AR steps on this machine ({how}) · F1: why"),
+            format!("drafting {r:.2}× AR steps here (F1: why)"),
+            format!("drafting {r:.2}× AR steps"),
+        ]
+    };
+    let last = forms[3].clone();
+    let text = forms
+        .into_iter()
+        .find(|f| f.width() <= width)
+        .unwrap_or(last);
+    Some((text, pays))
+}
+
+fn how_measured(ar_measured: bool) -> &'static str {
+    if ar_measured {
+        "both measured"
+    } else {
+        "AR steps priced by the cost model"
+    }
 }
 
 /// The speed of drafting against AR steps here, in words (None until measured).
 pub fn speed_words(s: &State) -> Option<(String, bool)> {
     let c = s.stats.speed.comparison()?;
-    let how = if c.ar_measured {
-        "both measured"
-    } else {
-        "AR steps priced by the cost model"
-    };
+    let how = how_measured(c.ar_measured);
     let pays = c.ratio > 1.0;
     let text = if pays {
         format!(
@@ -133,7 +153,7 @@ pub fn rates(samples: &VecDeque<Sample>, last: usize) -> (Vec<f64>, Vec<f64>) {
     (tpf, tps)
 }
 
-/// Per-round bars: height = advanced / block size, 4 rows of eighths.
+/// Per-round bars: height = tokens kept / block size, 4 rows of eighths.
 struct Bars<'a> {
     rounds: &'a [&'a RoundView],
     highlight: Option<usize>,
@@ -144,7 +164,11 @@ impl Widget for Bars<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let h = usize::from(area.height);
         for (x, r) in self.rounds.iter().enumerate().take(usize::from(area.width)) {
-            let Some(adv) = r.advance() else { continue };
+            let Some(mut adv) = r.advance() else { continue };
+            // An answer's last round draws what it kept, as its verdict says.
+            if !r.committed.is_empty() {
+                adv = adv.min(r.committed.len());
+            }
             let b = r.block_size.unwrap_or(r.block.len()).max(1);
             let frac = (adv as f64 / b as f64).clamp(0.0, 1.0);
             let mut eighths = (frac * (h * 8) as f64).round() as usize;
@@ -167,12 +191,38 @@ impl Widget for Bars<'_> {
 pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme) {
     let sm = &s.stats.current;
     let n = sm.tally.rounds;
-    let title = format!(
-        " history · {n} round{} · mean acceptance {:.2} · TPF {:.2} (session) ",
-        if n == 1 { "" } else { "s" },
-        sm.tally.mean_accept(),
-        sm.tpf()
-    );
+    let (mean, tpf) = (sm.tally.mean_accept(), sm.tpf());
+    // Before any round there are no rates to show (a 0.00 would read as measured).
+    let measured = |forms: [String; 3]| {
+        if n == 0 {
+            vec![String::new()]
+        } else {
+            forms.to_vec()
+        }
+    };
+    let title = Fit::default()
+        .part([" history "], t.title)
+        .part(
+            [format!("· {n} round{} ", if n == 1 { "" } else { "s" })],
+            t.title,
+        )
+        .part(
+            measured([
+                format!("· mean acceptance {mean:.2} "),
+                format!("· acceptance {mean:.2} "),
+                format!("· acc {mean:.2} "),
+            ]),
+            t.title,
+        )
+        .part(
+            measured([
+                format!("· TPF {tpf:.2} (session) "),
+                format!("· TPF {tpf:.2} "),
+                String::new(),
+            ]),
+            t.title,
+        )
+        .title(area.width);
     f.render_widget(pane(title, t), area);
     let inner = area.inner(Margin::new(1, 1));
     if inner.height < 3 || inner.width < 20 {
@@ -248,40 +298,55 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme) {
         ])
     };
     lines.push(legend);
-    let mut br: Vec<Span> = vec![Span::styled("branches ", t.dim)];
     let tally = &sm.tally;
-    if tally.branches.is_empty() {
-        br.push(Span::styled("none built yet", t.dim));
+    let br = if tally.branches.is_empty() {
+        Line::from(vec![
+            Span::styled("branches ", t.dim),
+            Span::styled("none built yet", t.dim),
+        ])
     } else {
-        for (kind, c) in &tally.branches {
-            br.push(Span::styled(
-                format!("{kind} {}/{} ", c.hits, c.built),
-                t.text,
-            ));
-        }
-        br.push(Span::styled(
-            format!(
-                "· hit {:.0}% · {} drafts saved",
-                100.0 * tally.hit_rate(),
-                tally.saved_drafts
-            ),
-            t.dim,
-        ));
-    }
-    lines.push(Line::from(br));
+        // The hit rate matters most, then the per-kind counts (the label shortens
+        // first for them; they go whole when they still do not fit).
+        let kinds: String = tally
+            .branches
+            .iter()
+            .map(|(kind, c)| format!("{kind} {}/{} ", c.hits, c.built))
+            .collect();
+        let saved = tally.saved_drafts;
+        Fit::default()
+            .ranked(["branches ", "branch ", "br "], t.dim, 2)
+            .ranked([kinds, String::new()], t.text, 1)
+            .ranked(
+                [format!("· hit {:.0}% ", 100.0 * tally.hit_rate())],
+                t.dim,
+                0,
+            )
+            .ranked(
+                [
+                    format!("· {saved} drafts saved"),
+                    format!("· {saved} saved"),
+                    String::new(),
+                ],
+                t.dim,
+                3,
+            )
+            .line(usize::from(inner.width))
+    };
+    lines.push(br);
     let w = usize::from(inner.width / 2).saturating_sub(22).max(4);
     let (tpf, tps) = rates(&s.stats.samples, w);
     let mut rate = Line::from(vec![
         Span::styled("TPF ", t.dim),
         Span::styled(sparkline(&tpf, w), t.accepted),
         Span::styled(
-            format!(" {:.2}  ", tpf.last().copied().unwrap_or(0.0)),
+            tpf.last()
+                .map_or(" —  ".to_string(), |v| format!(" {v:.2}  ")),
             t.text,
         ),
         Span::styled("tok/s ", t.dim),
         Span::styled(sparkline(&tps, w), t.continuation),
         Span::styled(
-            format!(" {:.0}", tps.last().copied().unwrap_or(0.0)),
+            tps.last().map_or(" —".to_string(), |v| format!(" {v:.0}")),
             t.text,
         ),
     ]);

@@ -6,6 +6,8 @@ pub mod history;
 pub mod round;
 pub mod status;
 
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders};
 use unicode_width::UnicodeWidthStr;
 
@@ -47,4 +49,132 @@ pub fn pane<'a>(title: impl Into<ratatui::text::Line<'a>>, theme: &Theme) -> Blo
         .borders(Borders::ALL)
         .border_style(theme.border)
         .title(title.into().style(theme.title))
+}
+
+/// A one-line text (a pane title, a summary line) of parts, each with shorter forms,
+/// fitted to a width: parts are decided in order of importance, each taking its
+/// longest form that leaves room for the shortest forms of the parts not yet decided.
+/// So a narrow pane shortens or drops the least important parts whole instead of
+/// cutting the line mid-word at its border.
+#[derive(Default)]
+pub struct Fit {
+    /// (forms longest first, an empty form drops the part; style; importance, 0 first)
+    parts: Vec<(Vec<String>, Style, usize)>,
+}
+
+impl Fit {
+    /// A part in the order shown, as important as its position says.
+    pub fn part<S: Into<String>>(self, forms: impl IntoIterator<Item = S>, style: Style) -> Self {
+        let rank = self.parts.len();
+        self.ranked(forms, style, rank)
+    }
+
+    /// A part whose importance `rank` (0 first) differs from its position.
+    pub fn ranked<S: Into<String>>(
+        mut self,
+        forms: impl IntoIterator<Item = S>,
+        style: Style,
+        rank: usize,
+    ) -> Self {
+        self.parts
+            .push((forms.into_iter().map(Into::into).collect(), style, rank));
+        self
+    }
+
+    /// The line fitted to `width` columns (what does not fit even at the shortest
+    /// forms is left to the widget to clip).
+    pub fn line(self, width: usize) -> Line<'static> {
+        let shortest = |forms: &[String]| forms.last().map_or(0, |f| f.width());
+        let mut order: Vec<usize> = (0..self.parts.len()).collect();
+        order.sort_by_key(|&i| self.parts[i].2);
+        let mut chosen: Vec<Option<usize>> = vec![None; self.parts.len()];
+        let mut used = 0;
+        for (k, &i) in order.iter().enumerate() {
+            let rest: usize = order[k + 1..]
+                .iter()
+                .map(|&j| shortest(&self.parts[j].0))
+                .sum();
+            let forms = &self.parts[i].0;
+            let pick = forms
+                .iter()
+                .position(|f| used + f.width() + rest <= width)
+                .unwrap_or(forms.len().saturating_sub(1));
+            used += forms.get(pick).map_or(0, |f| f.width());
+            chosen[i] = Some(pick);
+        }
+        let spans: Vec<Span<'static>> = self
+            .parts
+            .into_iter()
+            .zip(chosen)
+            .filter_map(|((mut forms, style, _), pick)| {
+                let text = forms.swap_remove(pick?);
+                (!text.is_empty()).then(|| Span::styled(text, style))
+            })
+            .collect();
+        Line::from(spans)
+    }
+
+    /// The line fitted as the title of a bordered pane `width` columns wide.
+    pub fn title(self, width: u16) -> Line<'static> {
+        self.line(usize::from(width.saturating_sub(2)))
+    }
+}
+
+#[cfg(test)]
+mod fit_tests {
+    use super::*;
+
+    fn text(l: &Line) -> String {
+        l.spans.iter().map(|s| s.content.as_ref()).collect()
+    }
+
+    #[test]
+    fn fit_shortens_the_least_important_parts_first_and_never_cuts_a_word() {
+        let fit = || {
+            Fit::default()
+                .part([" history "], Style::default())
+                .part(["· 14 rounds "], Style::default())
+                .part(["· mean acceptance 7.12 ", "· acc 7.12 "], Style::default())
+                .part(
+                    ["· TPF 5.78 (session) ", "· TPF 5.78 ", ""],
+                    Style::default(),
+                )
+        };
+        let wide = text(&fit().line(80));
+        assert_eq!(
+            wide,
+            " history · 14 rounds · mean acceptance 7.12 · TPF 5.78 (session) "
+        );
+        assert_eq!(
+            text(&fit().line(wide.width() - 1)),
+            " history · 14 rounds · mean acceptance 7.12 · TPF 5.78 "
+        );
+        // The acceptance keeps its long form; TPF, less important, is dropped whole.
+        assert_eq!(
+            text(&fit().line(44)),
+            " history · 14 rounds · mean acceptance 7.12 "
+        );
+        assert_eq!(
+            text(&fit().line(43)),
+            " history · 14 rounds · acc 7.12 · TPF 5.78 "
+        );
+        assert_eq!(text(&fit().line(31)), " history · 14 rounds · acc 7.12 ");
+        // Narrower than the shortest forms: those, for the widget to clip.
+        assert_eq!(text(&fit().line(5)), " history · 14 rounds · acc 7.12 ");
+    }
+
+    #[test]
+    fn fit_decides_by_rank_and_shows_in_order() {
+        let fit = || {
+            Fit::default()
+                .ranked(["branches "], Style::default(), 0)
+                .ranked(["P1 1/3 new 12/14 ", ""], Style::default(), 2)
+                .ranked(["· hit 68% "], Style::default(), 1)
+        };
+        assert_eq!(
+            text(&fit().line(40)),
+            "branches P1 1/3 new 12/14 · hit 68% "
+        );
+        assert_eq!(text(&fit().line(30)), "branches · hit 68% ");
+    }
 }

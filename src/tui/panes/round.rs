@@ -9,14 +9,14 @@ use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 use unicode_width::UnicodeWidthStr;
 
-use super::chat::wrap;
-use super::pane;
+use super::chat::{wrap, wrap_indented, NBSP};
 use super::visible_token;
-use crate::engine::events::{PosView, Rule};
+use super::{pane, Fit};
+use crate::engine::events::{PosView, Rule, StopReason};
 use crate::engine::overlap::{BranchKind, BranchOutcome};
 use crate::tui::action::Action;
 use crate::tui::keymap::Keymap;
-use crate::tui::state::{RoundView, State};
+use crate::tui::state::{Role, RoundView, State, TurnStatus};
 use crate::tui::theme::Theme;
 
 /// The glyph in front of a risky position's margin.
@@ -58,6 +58,15 @@ fn last_of_answer(r: &RoundView, s: &State) -> bool {
             .list
             .iter()
             .any(|o| o.req == r.req && o.round > r.round)
+}
+
+/// The round's answer was stopped by the user (Esc, Ctrl+C).
+fn stopped(r: &RoundView, s: &State) -> bool {
+    s.chat.transcript.iter().any(|turn| {
+        turn.role == Role::Assistant
+            && turn.req == Some(r.req)
+            && turn.status == TurnStatus::Done(StopReason::Cancelled)
+    })
 }
 
 /// The answer ended inside this round's block (EOS or the token limit), before the
@@ -142,6 +151,11 @@ fn block_lines(r: &RoundView, st: &State, t: &Theme, width: usize) -> Vec<Line<'
             ts = ts.add_modifier(Modifier::UNDERLINED);
         }
         if sel == Some(p) {
+            // A cell drawn on its own background (the rejected one) takes the text
+            // colour, so it stays readable on the selection's background.
+            if ts.bg.is_some() && t.selected.bg.is_some() {
+                ts.fg = t.text.fg;
+            }
             ts = ts.patch(t.selected);
             ms = ms.patch(t.selected);
         }
@@ -153,7 +167,8 @@ fn block_lines(r: &RoundView, st: &State, t: &Theme, width: usize) -> Vec<Line<'
     }
     if let Some(v) = &r.verdict {
         let tok = format!("+{}", visible_token(&s.token(v.bonus), CELL_MAX));
-        let w = tok.width() + 1;
+        // The last cell: as wide as the wider of the token and its label.
+        let w = tok.width().max("bonus".len());
         if col > 0 && col + w > width {
             out.push(Line::from(std::mem::take(&mut top)));
             out.push(Line::from(std::mem::take(&mut bottom)));
@@ -176,8 +191,10 @@ fn verdict_lines(r: &RoundView, s: &State, t: &Theme, width: usize) -> Vec<Line<
     };
     let tok = |id: u32| quoted(&s.session.token(id));
     let drafts = r.block.len().saturating_sub(1);
+    // Each phrase is glued: it wraps whole ("bonus '6'", "→ 2 tokens"), not at its
+    // inner spaces.
     let mut pieces = vec![(
-        format!("{HIT_GLYPH} accepted {} of {drafts}", v.accepted),
+        glue(&format!("{HIT_GLYPH} accepted {} of {drafts}", v.accepted)),
         t.accepted,
     )];
     match v.first_reject {
@@ -185,8 +202,10 @@ fn verdict_lines(r: &RoundView, s: &State, t: &Theme, width: usize) -> Vec<Line<
             let draft = r.block.get(q).map(|id| tok(*id)).unwrap_or_default();
             pieces.push((
                 format!(
-                    "  {REJECT_GLYPH} first reject at {q}: drafted {draft}, verifier says {}",
-                    tok(v.bonus)
+                    "  {} {} {}",
+                    glue(&format!("{REJECT_GLYPH} first reject at {q}:")),
+                    glue(&format!("drafted {draft},")),
+                    glue(&format!("verifier says {}", tok(v.bonus)))
                 ),
                 t.rejected,
             ));
@@ -195,15 +214,21 @@ fn verdict_lines(r: &RoundView, s: &State, t: &Theme, width: usize) -> Vec<Line<
         None => {}
     }
     let bonus_style = if ended_here(r) { t.discarded } else { t.bonus };
-    pieces.push((format!("  bonus {}", tok(v.bonus)), bonus_style));
+    pieces.push((
+        format!("  {}", glue(&format!("bonus {}", tok(v.bonus)))),
+        bonus_style,
+    ));
     let n = v.accepted + 1;
     let unit = |n: usize| if n == 1 { "token" } else { "tokens" };
     match kept(r) {
         Some(k) if k < n => pieces.push((
-            format!("  → {k} {} kept: the answer ends here", unit(k)),
+            format!(
+                "  {} the answer ends here",
+                glue(&format!("→ {k} {} kept:", unit(k)))
+            ),
             t.dim,
         )),
-        _ => pieces.push((format!("  → {n} {}", unit(n)), t.dim)),
+        _ => pieces.push((format!("  {}", glue(&format!("→ {n} {}", unit(n)))), t.dim)),
     }
     wrap(&pieces, width)
 }
@@ -241,7 +266,12 @@ fn branch_lines(r: &RoundView, s: &State, t: &Theme, width: usize) -> Vec<Line<'
         };
         let (badge, bstyle) = match r.outcome {
             Some(BranchOutcome::Hit { index, .. }) if index == i && last_of_answer(r, s) => {
-                (format!("{HIT_GLYPH} HIT, unused: the answer ended"), t.miss)
+                let why = if stopped(r, s) {
+                    "the answer was stopped"
+                } else {
+                    "the answer ended"
+                };
+                (format!("{HIT_GLYPH} HIT, unused: {why}"), t.miss)
             }
             Some(BranchOutcome::Hit { index, .. }) if index == i => {
                 (format!("{HIT_GLYPH} HIT"), t.hit)
@@ -252,12 +282,13 @@ fn branch_lines(r: &RoundView, s: &State, t: &Theme, width: usize) -> Vec<Line<'
             }
             None => ("…".to_string(), t.dim),
         };
-        // The preview gives way first; a long miss reason then wraps.
+        // The preview gives way first (its first token always shows); a long miss
+        // reason then wraps.
         let room = width.saturating_sub(head.width() + badge.width().min(12) + 4);
         let mut preview = String::new();
         for id in &b.block {
             let tok = visible_token(&s.session.token(*id), CELL_MAX);
-            if preview.width() + tok.width() + 1 > room {
+            if !preview.is_empty() && preview.width() + tok.width() + 1 > room {
                 preview.push('…');
                 break;
             }
@@ -305,7 +336,10 @@ fn decision_lines(
     };
     head.push(Span::styled(format!(" · {}", why.rule.describe()), t.text));
     if let Some(sig) = why.signal {
-        head.push(Span::styled(format!(" · verifier entropy {sig:.2}"), t.dim));
+        head.push(Span::styled(
+            format!(" · {}", glue(&format!("verifier entropy {sig:.2}"))),
+            t.dim,
+        ));
     }
     let mut more = Vec::new();
     // AR steps by measured regime: what drafting and AR steps delivered lately.
@@ -324,7 +358,10 @@ fn decision_lines(
         let mut pieces: Vec<(String, ratatui::style::Style)> = Vec::new();
         let lead = match (why.rule, why.rate) {
             (Rule::Round | Rule::ColdStart | Rule::Explore, Some(rate)) => {
-                format!("expected tokens / ms per size (round: {rate:.2} tokens/ms):")
+                format!(
+                    "expected tokens / ms per size {}",
+                    glue(&format!("(round: {rate:.2} tokens/ms):"))
+                )
             }
             _ => "expected tokens / ms per size:".to_string(),
         };
@@ -334,7 +371,7 @@ fn decision_lines(
             let st = if mine { t.title } else { t.dim };
             pieces.push((
                 format!(
-                    " {}: {:.1}/{:.1}{}",
+                    " {}:{NBSP}{:.1}/{:.1}{}",
                     c.block,
                     c.value,
                     c.cost_ms,
@@ -352,6 +389,12 @@ fn decision_lines(
     (wrap(&pieces, width), more)
 }
 
+/// `text` with its spaces made non-breaking: it wraps as one word.
+fn glue(text: &str) -> String {
+    text.replace(' ', &NBSP.to_string())
+}
+
+/// The top-k as "token p" pairs, each wrapping whole.
 fn topk(v: Option<&PosView>, s: &State) -> String {
     match v {
         None => "(not recorded)".to_string(),
@@ -360,7 +403,7 @@ fn topk(v: Option<&PosView>, s: &State) -> String {
             .iter()
             .map(|(id, p)| {
                 format!(
-                    "{} {:.2}",
+                    "{}{NBSP}{:.2}",
                     visible_token(&s.session.token(*id), CELL_MAX),
                     p
                 )
@@ -370,7 +413,7 @@ fn topk(v: Option<&PosView>, s: &State) -> String {
     }
 }
 
-fn inspector(r: &RoundView, s: &State, t: &Theme, p: usize) -> Vec<Line<'static>> {
+fn inspector(r: &RoundView, s: &State, t: &Theme, p: usize, width: usize) -> Vec<Line<'static>> {
     let mut out = vec![Line::styled(format!("position {p}"), t.title)];
     if p == 0 {
         out.push(Line::styled("the seed: committed last round", t.dim));
@@ -380,21 +423,24 @@ fn inspector(r: &RoundView, s: &State, t: &Theme, p: usize) -> Vec<Line<'static>
     let v = r.verdict.as_ref().and_then(|v| v.detail.get(p - 1));
     for (label, view) in [("draft", d), ("verifier", v)] {
         if let Some(x) = view {
-            out.push(Line::styled(
-                format!(
-                    "{:<9} margin {:.3} · confidence {:.3} · entropy {:.3}",
-                    format!("{label}:"),
-                    x.margin,
-                    x.confidence,
-                    x.entropy
-                ),
-                t.text,
-            ));
+            let text = format!(
+                "{} {} · {} · {}",
+                glue(&format!("{:<9}", format!("{label}:"))),
+                glue(&format!("margin {:.3}", x.margin)),
+                glue(&format!("confidence {:.3}", x.confidence)),
+                glue(&format!("entropy {:.3}", x.entropy)),
+            );
+            out.extend(wrap_indented(&[(text, t.text)], width, 10));
         }
-        out.push(Line::from(vec![
-            Span::styled(format!("{:<15}", format!("{label} top-k")), t.dim),
-            Span::styled(topk(view, s), t.text),
-        ]));
+        // Long top-k lists wrap under their first entry.
+        out.extend(wrap_indented(
+            &[
+                (glue(&format!("{:<15}", format!("{label} top-k"))), t.dim),
+                (topk(view, s), t.text),
+            ],
+            width,
+            15,
+        ));
     }
     if d.is_none() && v.is_none() {
         out.push(Line::styled(
@@ -405,23 +451,29 @@ fn inspector(r: &RoundView, s: &State, t: &Theme, p: usize) -> Vec<Line<'static>
     out
 }
 
+/// The lines that must show, how many of their last are the verdict, and the optional
+/// sections in order (each with whether it may show in part).
+type Sections = (Vec<Line<'static>>, usize, Vec<(Vec<Line<'static>>, bool)>);
+
 /// Sections of the round pane, most important first: what must show (the decision,
 /// the draft, the verdict) and what shows as room allows.
-fn sections(
-    r: &RoundView,
-    s: &State,
-    t: &Theme,
-    width: usize,
-) -> (Vec<Line<'static>>, usize, Vec<Vec<Line<'static>>>) {
+fn sections(r: &RoundView, s: &State, t: &Theme, width: usize) -> Sections {
     let (head, candidates) = decision_lines(r, t, width);
     let mut must = head;
     let mut verdict = 0;
     if r.block.is_empty() {
         if let Some(v) = &r.verdict {
-            must.push(Line::from(vec![
-                Span::styled("AR step: one token per forward → ", t.dim),
-                Span::styled(quoted(&s.session.token(v.bonus)), t.bonus),
-            ]));
+            // The token wraps whole to the next row where the pane is narrow; the
+            // step is this round's verdict, kept whole like one.
+            let step = wrap(
+                &[
+                    ("AR step: one token per forward → ".to_string(), t.dim),
+                    (glue(&quoted(&s.session.token(v.bonus))), t.bonus),
+                ],
+                width,
+            );
+            verdict = step.len();
+            must.extend(step);
         }
     } else {
         must.extend(block_lines(r, s, t, width));
@@ -429,12 +481,15 @@ fn sections(
         verdict = v.len();
         must.extend(v);
     }
+    // (lines, whether its first lines alone are worth showing): the candidates'
+    // heading without their figures is not.
     let mut optional = Vec::new();
     if let Some(p) = s.rounds.selected {
-        optional.push(inspector(r, s, t, p.min(r.block.len().saturating_sub(1))));
+        let p = p.min(r.block.len().saturating_sub(1));
+        optional.push((inspector(r, s, t, p, width), true));
     }
-    optional.push(branch_lines(r, s, t, width));
-    optional.push(candidates);
+    optional.push((branch_lines(r, s, t, width), true));
+    optional.push((candidates, false));
     (must, verdict, optional)
 }
 
@@ -468,20 +523,25 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme, keys: &Keymap) {
         return;
     };
     let idx = rounds.shown_index().unwrap_or(0);
-    let mut title = vec![Span::styled(
-        format!(" round {} · request {} ", r.round, r.req),
+    let mut title = Fit::default().part(
+        [
+            format!(" round {} · request {} ", r.round, r.req),
+            format!(" round {} ", r.round),
+        ],
         t.title,
-    )];
+    );
     if rounds.view.is_some() {
-        title.push(Span::styled(
-            format!(
-                "[{}/{} past · {} forward] ",
-                idx + 1,
-                rounds.list.len(),
-                keys.hint(Action::RoundNext)
-            ),
+        let (at, of) = (idx + 1, rounds.list.len());
+        title = title.part(
+            [
+                format!(
+                    "[{at}/{of} past · {} forward] ",
+                    keys.hint(Action::RoundNext)
+                ),
+                format!("[{at}/{of} past] "),
+            ],
             t.warning,
-        ));
+        );
     } else {
         // "live" only while the request is answering; a replay and a finished answer
         // show their latest round.
@@ -492,11 +552,13 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme, keys: &Keymap) {
         } else {
             "latest "
         };
-        title.push(Span::styled(word, t.dim));
+        title = title.part([word], t.dim);
     }
     if s.status.paused {
-        title.push(Span::styled("⏸ paused ", t.warning));
+        // The status line says paused too.
+        title = title.part(["⏸ paused ", "⏸ "], t.warning);
     }
+    let title = title.title(area.width);
     let h = usize::from(inner.height);
     let (mut lines, verdict, optional) = sections(r, s, t, width);
     if lines.len() > h {
@@ -509,16 +571,13 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme, keys: &Keymap) {
         lines.push(Line::styled("… (larger pane shows the whole block)", t.dim));
         lines.extend(tail);
     }
-    for sec in optional {
+    for (sec, cuttable) in optional {
         if lines.len() + sec.len() <= h {
             lines.extend(sec);
-        } else if lines.len() < h {
+        } else if cuttable && lines.len() < h {
             let room = h - lines.len();
             lines.extend(sec.into_iter().take(room));
         }
     }
-    f.render_widget(
-        Paragraph::new(lines).block(pane(Line::from(title), t)),
-        area,
-    );
+    f.render_widget(Paragraph::new(lines).block(pane(title, t)), area);
 }

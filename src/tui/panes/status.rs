@@ -144,16 +144,19 @@ fn draw_with(
         1 => "answering".to_string(),
         n => format!("{n} answering"),
     };
-    let left_fields: Vec<(String, Style)> = vec![
+    let mut left_fields: Vec<(String, Style)> = vec![
         (" specscope".into(), t.status_key),
         (model_name(&s.session.model), t.status),
         (s.session.label(), t.status_key),
         // Before the device: at 80 columns "answering" is what must show.
         (activity, t.status),
         (s.session.device.clone(), t.status),
-        (format!("TPF {:.2} (session)", sm.tpf()), t.status),
-        (format!("{:.0} tok/s", sm.tokens_per_sec()), t.status),
     ];
+    // Rates once something was decoded (zeros before would read as measured).
+    if sm.tally.rounds > 0 {
+        left_fields.push((format!("TPF {:.2} (session)", sm.tpf()), t.status));
+        left_fields.push((format!("{:.0} tok/s", sm.tokens_per_sec()), t.status));
+    }
     let mut spans: Vec<Span> = Vec::new();
     let mut used = 0;
     // A field that does not fit is left out; shorter ones after it may still fit.

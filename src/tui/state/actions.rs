@@ -19,7 +19,20 @@ fn read_only(s: &mut State) -> bool {
 
 fn submit(s: &mut State, text: String, history_end: usize, regenerate: bool) -> Effect {
     let mut messages = messages_of(&s.chat.transcript[..history_end]);
+    if let Some(n) = s.session.context_turns {
+        // The last n exchanges, each from its user message on.
+        let users: Vec<usize> = (0..messages.len())
+            .filter(|&i| messages[i].role == "user")
+            .collect();
+        let from = match n {
+            0 => messages.len(),
+            n => users.len().checked_sub(n).map_or(0, |k| users[k]),
+        };
+        messages.drain(..from);
+    }
     messages.push(ChatMessage::new("user", &text));
+    // A new answer is what one wants to watch: the round pane follows it again.
+    s.rounds.view = None;
     Effect::Submit {
         messages,
         text,
@@ -67,7 +80,10 @@ pub(super) fn on_action(s: &mut State, a: Action) -> Vec<Effect> {
         }
         Action::Newline => s.chat.input.newline(),
         Action::Stop => match s.session.active() {
-            Some(req) if !s.replaying() => fx.push(Effect::Cancel(req)),
+            Some(req) if !s.replaying() => {
+                fx.push(Effect::Cancel(req));
+                s.notice("stopped", Level::Info);
+            }
             _ => {
                 s.help = false;
                 s.rounds.selected = None;

@@ -113,6 +113,8 @@ pub struct Session {
     pub about: Vec<String>,
     /// Prompts the model handles, offered on the empty chat (Tab inserts them).
     pub examples: Vec<String>,
+    /// Earlier exchanges sent with each message (`None`: the whole chat).
+    pub context_turns: Option<usize>,
     /// What the next request uses (and live ones, after a key changed it).
     pub options: DecodeOptions,
     /// What the session started with (keys return to it).
@@ -170,6 +172,7 @@ impl State {
                 device: device.to_string(),
                 about: Vec::new(),
                 examples: Vec::new(),
+                context_turns: None,
                 base: options.clone(),
                 options,
                 requests: HashMap::new(),
