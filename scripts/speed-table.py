@@ -62,7 +62,10 @@ print("throughput preset / AR on the CPU: "
       + span([ratio(row(cpu, c, "recguide throughput"), c) for c in concs]))
 for c in concs:
     t = row(cpu, c, "recguide throughput")["tally"]
-    print(f"  throughput preset C={c}: AR steps in {100 * t['blocks'].get('1', 0) / t['rounds']:.0f}% of rounds")
+    others = ", ".join(f"B={k} {100 * v / t['rounds']:.0f}%"
+                       for k, v in sorted(t["blocks"].items(), key=lambda kv: int(kv[0])) if k != "1")
+    print(f"  throughput preset C={c}: AR steps in {100 * t['blocks'].get('1', 0) / t['rounds']:.0f}% of rounds"
+          + (f" ({others})" if others else ""))
 spread = [max(r["pass_tokens_per_sec"]) / min(r["pass_tokens_per_sec"]) - 1
           for r in cpu if len(r["pass_tokens_per_sec"]) > 1]
 print(f"pass-to-pass tokens/s spread: up to {100 * max(spread):.0f}%")

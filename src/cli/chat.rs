@@ -82,6 +82,10 @@ pub struct ChatArgs {
     /// default: an answer can be followed round by round), 3 1 s. Alt+= / Alt+- change it.
     #[arg(long)]
     pub pace: Option<usize>,
+    /// Earlier exchanges sent with each message [default: 1 for the bundled model,
+    /// which was trained with one earlier exchange at most; the whole chat for others].
+    #[arg(long)]
+    pub context_turns: Option<usize>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -160,6 +164,10 @@ impl FullScreen {
     }
 }
 
+fn bundled(loaded: &Loaded) -> bool {
+    loaded.files.label.starts_with("bundled:")
+}
+
 /// What the empty chat says about the model, and the prompts it offers: the bundled
 /// model introduces itself (size, training) and offers held-out prompts of the kinds
 /// it was trained on; another model is named with its size.
@@ -171,7 +179,7 @@ fn intro(loaded: &Loaded) -> (Vec<String>, Vec<String>) {
     } else {
         format!("{:.1}M", params / 1e6)
     };
-    if !loaded.files.label.starts_with("bundled:") {
+    if !bundled(loaded) {
         return (
             vec![format!(
                 "{}: {size} parameters, {} layers, vocabulary {}.",
@@ -193,6 +201,8 @@ fn intro(loaded: &Loaded) -> (Vec<String>, Vec<String>) {
     let about = vec![
         format!("Bundled drill model: {size} parameters, trained from scratch on a 2-core CPU{trained}."),
         "It does arithmetic, word problems, Python list functions, capitals, and reversing, counting or sorting words; it declines the rest.".into(),
+        // Last: where the pane is short it gives way to an example.
+        "Each message goes with the one exchange before it, as in its training (--context-turns).".into(),
     ];
     let prompts = dir.parent().map(|p| p.join("prompts")).unwrap_or_default();
     let mut examples = Vec::new();
@@ -201,10 +211,18 @@ fn intro(loaded: &Loaded) -> (Vec<String>, Vec<String>) {
         let Ok(records) = read_prompt_file(&prompts.join(format!("{fam}.jsonl"))) else {
             continue;
         };
-        for r in records.iter().filter(|r| r.history.is_empty()) {
-            let task = r.task.clone().unwrap_or_default();
-            if task != "out_of_scope" && tasks.insert(format!("{fam}/{task}")) {
-                examples.push(r.prompt.clone());
+        // One prompt per task, plainly punctuated where the task has one (the
+        // held-out set types some as newcomers do: "What is 12 plus 7?!").
+        let plain = |p: &str| !(p.ends_with('!') || p.ends_with("??"));
+        for want_plain in [true, false] {
+            for r in records.iter().filter(|r| r.history.is_empty()) {
+                let task = r.task.clone().unwrap_or_default();
+                if task != "out_of_scope"
+                    && (!want_plain || plain(&r.prompt))
+                    && tasks.insert(format!("{fam}/{task}"))
+                {
+                    examples.push(r.prompt.clone());
+                }
             }
         }
     }
@@ -234,6 +252,7 @@ pub fn chat(args: ChatArgs) -> Result<ExitCode> {
     let sched = loaded.scheduler(&pricing);
     let (handle, events) = EngineHandle::spawn(sched);
     let mut state = State::new(&loaded.files.label, device, options).with_intro(about, examples);
+    state.session.context_turns = args.context_turns.or(bundled(&loaded).then_some(1));
     state.status.pace = args
         .pace
         .unwrap_or(DEFAULT_LIVE_PACE)

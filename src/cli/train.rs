@@ -20,11 +20,11 @@ pub struct TrainArgs {
     #[arg(long, default_value = "small")]
     pub preset: String,
     /// Total steps, the annealing phase included (the defaults make the bundled model).
-    #[arg(long, default_value_t = 3350)]
+    #[arg(long, default_value_t = 3650)]
     pub steps: usize,
     /// The last steps train on the annealing stream, where word tasks weigh most, under
     /// their own warm-up and cosine from a third of --lr; 0 for none.
-    #[arg(long, default_value_t = 1900)]
+    #[arg(long, default_value_t = 2200)]
     pub anneal_steps: usize,
     /// Share of the annealing phase's diffusion blocks noised as the draft sees its
     /// block: the first token clean, the rest masked.

@@ -99,36 +99,211 @@ fn arithmetic(rng: &mut Rng) -> (String, String, String, Vec<String>) {
     )
 }
 
-/// Requests outside what the model does, and the refusal naming what it does.
+/// Topics of out-of-scope requests. None of them is a held-out prompt's topic, so eval
+/// measures whether the refusal generalises past the requests it was drilled on.
+const TOPICS: &[&str] = &[
+    "cats",
+    "the sea",
+    "love",
+    "winter",
+    "robots",
+    "coffee",
+    "the moon",
+    "football",
+    "music",
+    "my dog",
+    "spring",
+    "the ocean",
+    "dragons",
+    "friendship",
+    "the city",
+    "rain",
+    "trains",
+    "my mother",
+    "space",
+    "a lost key",
+    "birds",
+    "the forest",
+    "pizza",
+    "summer",
+    "the stars",
+    "a rainy day",
+    "horses",
+    "the mountains",
+    "school",
+    "chocolate",
+    "a robot",
+    "the night",
+];
+
+/// Things to explain, invent or buy in out-of-scope requests.
+const THINGS: &[&str] = &[
+    "a bicycle",
+    "a computer",
+    "the internet",
+    "a rocket",
+    "a fridge",
+    "a plane",
+    "a battery",
+    "a camera",
+    "a phone",
+    "a clock",
+    "the telephone",
+    "a microwave",
+    "a light bulb",
+    "a washing machine",
+    "a radio",
+    "a train",
+];
+
+/// Requests outside what the model does, and the refusal naming what it does. Many
+/// shapes (writing, opinions, how things work, predictions, advice, translation, the
+/// world today) over many topics: with only a few shapes the model answered unseen
+/// ones ("Write a haiku …", "Who will win …") with a word reversal.
 fn out_of_scope(rng: &mut Rng) -> (String, String) {
-    let thing = *rng.pick(&[
-        "cats", "the sea", "love", "winter", "robots", "coffee", "the moon", "football", "music",
-        "my dog",
+    let topic = *rng.pick(TOPICS);
+    let thing = *rng.pick(THINGS);
+    let form = *rng.pick(&[
+        "poem",
+        "story",
+        "song",
+        "limerick",
+        "joke",
+        "riddle",
+        "letter",
+        "short essay",
+        "rhyme",
+        "speech",
     ]);
-    let user = rng
-        .pick(&[
-            format!("Tell me a joke about {thing}."),
-            format!("Write a poem about {thing}."),
-            format!("Write a story about {thing}."),
-            format!("What do you think about {thing}?"),
-            format!("Explain {thing} to me."),
-            format!("Give me some facts about {thing}."),
-            "Tell me a joke.".to_string(),
-            "What's the weather like today?".to_string(),
-            "What time is it?".to_string(),
-            "Who won the game last night?".to_string(),
-            "What is the meaning of life?".to_string(),
-            "Translate 'good morning' into French.".to_string(),
-            "Recommend a good movie.".to_string(),
-            "How do I cook rice?".to_string(),
-            "What is the news today?".to_string(),
-            "Explain quantum physics.".to_string(),
-            "Can you help me with my homework?".to_string(),
-            "Who is the president?".to_string(),
-            "Summarize this article for me.".to_string(),
-            "What is the best programming language?".to_string(),
-        ])
-        .clone();
+    // `range` includes both ends: twelve kinds, one draw in twelve each.
+    let user = match rng.range(0, 11) {
+        0 => rng
+            .pick(&[
+                format!("Write a {form} about {topic}."),
+                format!("Can you write a {form} about {topic}?"),
+                format!("Compose a {form} about {topic}."),
+                format!("Make up a {form} about {topic}"),
+                format!("Tell me a {form} about {topic}."),
+            ])
+            .clone(),
+        1 => rng
+            .pick(&[
+                format!("What do you think about {topic}?"),
+                format!("Do you like {topic}?"),
+                format!("Why do people love {topic}?"),
+                format!("Give me some facts about {topic}."),
+                format!("Tell me something interesting about {topic}."),
+            ])
+            .clone(),
+        2 => rng
+            .pick(&[
+                format!("How does {thing} work?"),
+                format!("Can you explain how {thing} works?"),
+                format!("Who invented {thing}?"),
+                format!("Explain {thing} to me."),
+                format!("Where can I buy {thing}?"),
+                format!("How do I fix {thing}?"),
+            ])
+            .clone(),
+        3 => rng
+            .pick(&[
+                "Who won the game last night?",
+                "Who will win the World Cup?",
+                "Who will win the next match?",
+                "Will it snow tomorrow?",
+                "Which team will win the final?",
+                "What will happen next year?",
+                "Who is going to be the next champion?",
+            ])
+            .to_string(),
+        4 => rng
+            .pick(&[
+                "What's the weather like today?",
+                "What is the weather in Paris?",
+                "Is it going to rain in Tokyo?",
+                "What time is it?",
+                "What is the news today?",
+                "What day is it today?",
+                "How hot is it in Cairo right now?",
+            ])
+            .to_string(),
+        5 => {
+            let phrase = *rng.pick(&[
+                "good morning",
+                "hello",
+                "good night",
+                "I love you",
+                "please",
+            ]);
+            let language = *rng.pick(&["French", "German", "Italian", "Japanese", "Chinese"]);
+            rng.pick(&[
+                format!("Translate '{phrase}' into {language}."),
+                format!("How do you say '{phrase}' in {language}?"),
+                format!("What is '{phrase}' in {language}?"),
+            ])
+            .clone()
+        }
+        6 => rng
+            .pick(&[
+                "How do I cook rice?",
+                "How do I bake bread?",
+                "How can I sleep better?",
+                "How do I learn to swim?",
+                "How can I get rich?",
+                "Should I buy a new phone?",
+                "What should I eat for dinner?",
+                "Give me some advice about my job.",
+            ])
+            .to_string(),
+        7 => rng
+            .pick(&[
+                "Recommend a good movie.",
+                "Recommend a good book.",
+                "What is the best programming language?",
+                "What is the best phone to buy?",
+                "Which music should I listen to?",
+                "Suggest a name for my cat.",
+            ])
+            .to_string(),
+        8 => rng
+            .pick(&[
+                "What is the meaning of life?",
+                "Explain quantum physics.",
+                "Why is the sky blue?",
+                "How big is the universe?",
+                "What is a black hole?",
+                "How do plants grow?",
+                "Why do we dream?",
+            ])
+            .to_string(),
+        9 => rng
+            .pick(&[
+                "Can you help me with my homework?",
+                "Summarize this article for me.",
+                "Write an email to my boss.",
+                "Check my essay for mistakes.",
+                "Plan a trip for me.",
+                "Book a table for two.",
+            ])
+            .to_string(),
+        10 => rng
+            .pick(&[
+                "Who is the president?",
+                "Who is the richest person in the world?",
+                "Who wrote Hamlet?",
+                "When was the first moon landing?",
+                "How old is the Earth?",
+            ])
+            .to_string(),
+        _ => rng
+            .pick(&[
+                "Tell me a joke.",
+                "Sing me a song.",
+                "Tell me a story.",
+                "Let's play a game.",
+            ])
+            .to_string(),
+    };
     let (country, _, _) = *rng.pick(qa::CAPITALS);
     let tries = rng
         .pick(&[
