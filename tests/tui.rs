@@ -1095,6 +1095,10 @@ fn positions_past_the_answers_end_are_not_drawn_as_accepted() {
     );
     let all = screen_text(&draw(&stopped, &theme, 160, 48));
     assert!(all.contains("HIT, unused: the answer was stopped"), "{all}");
+    // Ctrl+L clears the chat, not what the round pane knows of the request.
+    feed(&mut stopped, 0.09, SessionEvent::ChatCleared);
+    let all = screen_text(&draw(&stopped, &theme, 160, 48));
+    assert!(all.contains("HIT, unused: the answer was stopped"), "{all}");
     finish(&mut s);
     let buf = draw(&s, &theme, 160, 48);
     let all = screen_text(&buf);
@@ -1547,7 +1551,7 @@ fn the_empty_chat_introduces_the_model() {
         vec![
             "Bundled drill model: 4.2M parameters, trained from scratch on a 2-core CPU (385 min, 15.0M tokens of generated chats).".into(),
             "It does arithmetic, word problems, Python list functions, capitals, and reversing, counting or sorting words; it declines the rest.".into(),
-            "Each message goes with the one exchange before it, as in its training (--context-turns).".into(),
+            "Each message is answered on its own; --context-turns 1 sends the exchange before, for follow-ups.".into(),
         ],
         vec!["Hello! How are you doing?".into(), "15 times 3?".into()],
     );

@@ -82,8 +82,9 @@ pub struct ChatArgs {
     /// default: an answer can be followed round by round), 3 1 s. Alt+= / Alt+- change it.
     #[arg(long)]
     pub pace: Option<usize>,
-    /// Earlier exchanges sent with each message [default: 1 for the bundled model,
-    /// which was trained with one earlier exchange at most; the whole chat for others].
+    /// Earlier exchanges sent with each message [default: none for the bundled model,
+    /// which saw an earlier exchange only before its few follow-ups ("Now double that
+    /// result."), and answers worse after an unrelated one; the whole chat for others].
     #[arg(long)]
     pub context_turns: Option<usize>,
 }
@@ -202,7 +203,7 @@ fn intro(loaded: &Loaded) -> (Vec<String>, Vec<String>) {
         format!("Bundled drill model: {size} parameters, trained from scratch on a 2-core CPU{trained}."),
         "It does arithmetic, word problems, Python list functions, capitals, and reversing, counting or sorting words; it declines the rest.".into(),
         // Last: where the pane is short it gives way to an example.
-        "Each message goes with the one exchange before it, as in its training (--context-turns).".into(),
+        "Each message is answered on its own; --context-turns 1 sends the exchange before, for follow-ups.".into(),
     ];
     let prompts = dir.parent().map(|p| p.join("prompts")).unwrap_or_default();
     let mut examples = Vec::new();
@@ -252,7 +253,7 @@ pub fn chat(args: ChatArgs) -> Result<ExitCode> {
     let sched = loaded.scheduler(&pricing);
     let (handle, events) = EngineHandle::spawn(sched);
     let mut state = State::new(&loaded.files.label, device, options).with_intro(about, examples);
-    state.session.context_turns = args.context_turns.or(bundled(&loaded).then_some(1));
+    state.session.context_turns = args.context_turns.or(bundled(&loaded).then_some(0));
     state.status.pace = args
         .pace
         .unwrap_or(DEFAULT_LIVE_PACE)

@@ -31,23 +31,25 @@ pub fn wrap_indented(
     let width = width.max(indent + 1);
     let mut lines: Vec<Vec<(String, Style)>> = vec![Vec::new()];
     let mut col = 0usize;
-    // Words keep their trailing spaces; a word wider than the line is cut.
-    let mut words: Vec<(String, Style, bool)> = Vec::new(); // (text, style, newline-after)
+    // Words keep their trailing spaces; a word wider than the line is cut. A word
+    // ends at a space or `\n`, not where a piece does, so styled pieces inside a word
+    // (a token coloured by its origin before a ",") wrap together.
+    let mut words: Vec<(Vec<(String, Style)>, bool)> = Vec::new(); // (segments, newline-after)
+    let mut word: Vec<(String, Style)> = Vec::new();
     for (text, style) in pieces {
-        let mut word = String::new();
         for c in text.chars() {
             if c == '\n' {
-                words.push((std::mem::take(&mut word), *style, true));
+                words.push((std::mem::take(&mut word), true));
             } else {
-                word.push(c);
+                push_piece(Some(&mut word), c.to_string(), *style);
                 if c == ' ' {
-                    words.push((std::mem::take(&mut word), *style, false));
+                    words.push((std::mem::take(&mut word), false));
                 }
             }
         }
-        if !word.is_empty() {
-            words.push((word, *style, false));
-        }
+    }
+    if !word.is_empty() {
+        words.push((word, false));
     }
     // The leading spaces of the current line, while only spaces have been placed.
     let (mut lead, mut at_start) = (0usize, true);
@@ -58,39 +60,40 @@ pub fn wrap_indented(
         }
         *col = hang;
     };
-    for (word, style, nl) in words {
+    let width_of = |t: &str| -> usize { t.chars().map(|c| c.width().unwrap_or(0)).sum() };
+    for (segs, nl) in words {
         let hang = (indent + lead).min(width / 2).max(indent);
-        if at_start && word == " " {
+        let text: String = segs.iter().map(|(t, _)| t.as_str()).collect();
+        if at_start && text == " " {
             lead += 1;
-        } else if !word.is_empty() {
+        } else if !text.is_empty() {
             at_start = false;
         }
-        let w: usize = word.chars().map(|c| c.width().unwrap_or(0)).sum();
-        let trimmed = word.trim_end_matches(' ');
-        let tw: usize = trimmed.chars().map(|c| c.width().unwrap_or(0)).sum();
+        let tw = width_of(text.trim_end_matches(' '));
         // Spaces never start a row: past the edge they are clipped, not carried over.
         if tw > 0 && col > hang && col + tw > width {
             new_line(&mut lines, &mut col, hang);
         }
-        let mut rest = word.as_str();
         if tw > width - hang {
             // Hard-break a long word (its trailing space stays on the row).
-            let mut chunk = String::new();
-            for c in rest.chars() {
-                let cw = c.width().unwrap_or(0);
-                if col + cw > width && c != ' ' {
-                    push_piece(lines.last_mut(), std::mem::take(&mut chunk), style);
-                    new_line(&mut lines, &mut col, hang);
+            for (seg, style) in segs {
+                let mut chunk = String::new();
+                for c in seg.chars() {
+                    let cw = c.width().unwrap_or(0);
+                    if col + cw > width && c != ' ' {
+                        push_piece(lines.last_mut(), std::mem::take(&mut chunk), style);
+                        new_line(&mut lines, &mut col, hang);
+                    }
+                    chunk.push(c);
+                    col += cw;
                 }
-                chunk.push(c);
-                col += cw;
+                push_piece(lines.last_mut(), chunk, style);
             }
-            push_piece(lines.last_mut(), chunk, style);
-            rest = "";
-        }
-        if !rest.is_empty() {
-            col += w;
-            push_piece(lines.last_mut(), rest.to_string(), style);
+        } else {
+            col += width_of(&text);
+            for (seg, style) in segs {
+                push_piece(lines.last_mut(), seg, style);
+            }
         }
         if nl {
             lines.push(Vec::new());
@@ -443,6 +446,7 @@ pub fn draw(f: &mut Frame, area: Rect, input_area: Rect, s: &State, t: &Theme, k
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ratatui::style::Color;
 
     fn texts(lines: &[Line]) -> Vec<String> {
         lines
@@ -458,6 +462,33 @@ mod tests {
         // Two columns of the pane's own indent, two of the line's: a break on the
         // space before "gh" starts the next row at "gh", under "abcdef".
         assert_eq!(texts(&lines), ["```", "    abcdef", "    gh", "```"]);
+    }
+
+    #[test]
+    fn styled_pieces_inside_a_word_wrap_together() {
+        // Tokens coloured by origin: "away", " 10", " marbles", ",", " so" — the comma
+        // is its own piece but belongs to "marbles,".
+        let (a, b) = (
+            Style::default().fg(Color::Green),
+            Style::default().fg(Color::Blue),
+        );
+        let pieces: Vec<(String, Style)> = [
+            ("away", a),
+            (" 10", b),
+            (" marbles", a),
+            (",", b),
+            (" so", a),
+        ]
+        .iter()
+        .map(|(t, s)| (t.to_string(), *s))
+        .collect();
+        // "marbles" alone would end at the edge; the comma must not start a row.
+        let lines = wrap(&pieces, 15);
+        assert_eq!(texts(&lines), ["away 10 ", "marbles, so"]);
+        // Each keeps its own style.
+        let row = &lines[1].spans;
+        assert_eq!((row[0].content.as_ref(), row[0].style), ("marbles", a));
+        assert_eq!((row[1].content.as_ref(), row[1].style), (",", b));
     }
 
     #[test]

@@ -16,7 +16,7 @@ use crate::engine::events::{PosView, Rule, StopReason};
 use crate::engine::overlap::{BranchKind, BranchOutcome};
 use crate::tui::action::Action;
 use crate::tui::keymap::Keymap;
-use crate::tui::state::{Role, RoundView, State, TurnStatus};
+use crate::tui::state::{RoundView, State};
 use crate::tui::theme::Theme;
 
 /// The glyph in front of a risky position's margin.
@@ -62,11 +62,10 @@ fn last_of_answer(r: &RoundView, s: &State) -> bool {
 
 /// The round's answer was stopped by the user (Esc, Ctrl+C).
 fn stopped(r: &RoundView, s: &State) -> bool {
-    s.chat.transcript.iter().any(|turn| {
-        turn.role == Role::Assistant
-            && turn.req == Some(r.req)
-            && turn.status == TurnStatus::Done(StopReason::Cancelled)
-    })
+    s.session
+        .requests
+        .get(&r.req)
+        .is_some_and(|info| info.stop == Some(StopReason::Cancelled))
 }
 
 /// The answer ended inside this round's block (EOS or the token limit), before the

@@ -20,7 +20,7 @@ pub use status::{
     LIVE_PACES_MS, REPLAY_PACES,
 };
 
-use crate::engine::events::{DecodeEvent, Origin, RequestId};
+use crate::engine::events::{DecodeEvent, Origin, RequestId, StopReason};
 use crate::engine::options::DecodeOptions;
 use crate::model::ChatMessage;
 use crate::trace::{SessionEvent, TraceEvent};
@@ -101,6 +101,8 @@ pub enum Effect {
 pub struct RequestInfo {
     pub label: String,
     pub family: String,
+    /// Why it ended, once it has (kept when Ctrl+L clears the chat's turns).
+    pub stop: Option<StopReason>,
 }
 
 /// The model and what the session decodes with.
@@ -330,6 +332,7 @@ fn on_event(s: &mut State, t: f64, event: TraceEvent) {
                 RequestInfo {
                     label: o.label(),
                     family: family.unwrap_or_else(|| "chat".into()),
+                    stop: None,
                 },
             );
             s.session.live.push(req);
@@ -410,6 +413,9 @@ fn on_event(s: &mut State, t: f64, event: TraceEvent) {
             req, stop, text, ..
         } => {
             s.session.live.retain(|r| *r != req);
+            if let Some(info) = s.session.requests.get_mut(&req) {
+                info.stop = Some(stop);
+            }
             if let Some(turn) = s.chat.answer_of(req) {
                 if !text.is_empty() && text != turn.text {
                     // The streaming detokenizer may hold back a partial character; the
