@@ -1741,3 +1741,34 @@ fn round_title_says_live_only_while_answering() {
     let done = screen_text(&draw(&s, &Theme::dark(), 120, 30));
     assert!(done.contains("request 1 latest"), "{done}");
 }
+
+/// The status line keeps what matters most: whether it is answering comes before the
+/// mode's full name, which shortens to its word and then goes.
+#[test]
+fn the_status_line_keeps_the_activity_before_the_mode_name() {
+    // As `specscope chat` starts: the bundled model at the default slow pace.
+    let mut s = State::new("bundled:tiny-nld", "cpu", opts());
+    s.status.pace = specscope::tui::state::DEFAULT_LIVE_PACE;
+    let last_row = |w: u16| {
+        let buf = draw(&s, &Theme::dark(), w, 30);
+        text_at(&buf, 0, 29, w)
+    };
+    let wide = last_row(200);
+    assert!(
+        wide.contains(
+            "bundled drill model (tiny-nld) │ RecGuide adaptive {8,16,32} +overlap │ idle │ cpu"
+        ),
+        "{wide}"
+    );
+    // At 120 columns the whole mode does not fit beside the rest: its word stays.
+    let mid = last_row(120);
+    assert!(
+        mid.contains("bundled drill model (tiny-nld) │ RecGuide │ idle │ cpu"),
+        "{mid}"
+    );
+    let narrow = last_row(80);
+    assert!(
+        narrow.contains(" specscope │ bundled drill model (tiny-nld) │ idle │"),
+        "{narrow}"
+    );
+}

@@ -60,9 +60,19 @@ pub fn pane<'a>(title: impl Into<ratatui::text::Line<'a>>, theme: &Theme) -> Blo
 pub struct Fit {
     /// (forms longest first, an empty form drops the part; style; importance, 0 first)
     parts: Vec<(Vec<String>, Style, usize)>,
+    /// Drawn between shown parts (counted before every part but the first).
+    sep: Option<(String, Style)>,
 }
 
 impl Fit {
+    /// Parts joined by `sep` (the status line's " │ ").
+    pub fn separated(sep: &str, style: Style) -> Self {
+        Fit {
+            sep: Some((sep.to_string(), style)),
+            ..Fit::default()
+        }
+    }
+
     /// A part in the order shown, as important as its position says.
     pub fn part<S: Into<String>>(self, forms: impl IntoIterator<Item = S>, style: Style) -> Self {
         let rank = self.parts.len();
@@ -84,7 +94,14 @@ impl Fit {
     /// The line fitted to `width` columns (what does not fit even at the shortest
     /// forms is left to the widget to clip).
     pub fn line(self, width: usize) -> Line<'static> {
-        let shortest = |forms: &[String]| forms.last().map_or(0, |f| f.width());
+        let sep_w = self.sep.as_ref().map_or(0, |(s, _)| s.width());
+        // A shown part's width, its separator included.
+        let w = |i: usize, f: &str| match f.width() {
+            0 => 0,
+            n if i > 0 => n + sep_w,
+            n => n,
+        };
+        let shortest = |i: usize, forms: &[String]| forms.last().map_or(0, |f| w(i, f));
         let mut order: Vec<usize> = (0..self.parts.len()).collect();
         order.sort_by_key(|&i| self.parts[i].2);
         let mut chosen: Vec<Option<usize>> = vec![None; self.parts.len()];
@@ -92,25 +109,28 @@ impl Fit {
         for (k, &i) in order.iter().enumerate() {
             let rest: usize = order[k + 1..]
                 .iter()
-                .map(|&j| shortest(&self.parts[j].0))
+                .map(|&j| shortest(j, &self.parts[j].0))
                 .sum();
             let forms = &self.parts[i].0;
             let pick = forms
                 .iter()
-                .position(|f| used + f.width() + rest <= width)
+                .position(|f| used + w(i, f) + rest <= width)
                 .unwrap_or(forms.len().saturating_sub(1));
-            used += forms.get(pick).map_or(0, |f| f.width());
+            used += forms.get(pick).map_or(0, |f| w(i, f));
             chosen[i] = Some(pick);
         }
-        let spans: Vec<Span<'static>> = self
-            .parts
-            .into_iter()
-            .zip(chosen)
-            .filter_map(|((mut forms, style, _), pick)| {
-                let text = forms.swap_remove(pick?);
-                (!text.is_empty()).then(|| Span::styled(text, style))
-            })
-            .collect();
+        let mut spans: Vec<Span<'static>> = Vec::new();
+        for ((mut forms, style, _), pick) in self.parts.into_iter().zip(chosen) {
+            let Some(pick) = pick else { continue };
+            let text = forms.swap_remove(pick);
+            if text.is_empty() {
+                continue;
+            }
+            if let (Some((sep, sep_style)), false) = (&self.sep, spans.is_empty()) {
+                spans.push(Span::styled(sep.clone(), *sep_style));
+            }
+            spans.push(Span::styled(text, style));
+        }
         Line::from(spans)
     }
 
@@ -176,5 +196,25 @@ mod fit_tests {
             "branches P1 1/3 new 12/14 · hit 68% "
         );
         assert_eq!(text(&fit().line(30)), "branches · hit 68% ");
+    }
+
+    #[test]
+    fn fit_counts_the_separator_of_each_shown_part() {
+        let fit = || {
+            Fit::separated(" | ", Style::default())
+                .ranked(["app"], Style::default(), 0)
+                .ranked(["long model name", "model", ""], Style::default(), 2)
+                .ranked(["idle", ""], Style::default(), 1)
+        };
+        assert_eq!(text(&fit().line(28)), "app | long model name | idle");
+        // One column short: the model shortens, its separator still counted.
+        assert_eq!(text(&fit().line(27)), "app | model | idle");
+        assert_eq!(text(&fit().line(18)), "app | model | idle");
+        assert_eq!(text(&fit().line(17)), "app | idle");
+        // A dropped first part leaves no separator in front.
+        let lone = Fit::separated(" | ", Style::default())
+            .ranked(["", ""], Style::default(), 0)
+            .ranked(["idle"], Style::default(), 1);
+        assert_eq!(text(&lone.line(10)), "idle");
     }
 }

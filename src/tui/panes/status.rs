@@ -10,6 +10,7 @@ use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 use unicode_width::UnicodeWidthStr;
 
+use super::Fit;
 use crate::tui::action::Action;
 use crate::tui::keymap::Keymap;
 use crate::tui::state::{Level, State};
@@ -137,40 +138,39 @@ fn draw_with(
     }
     let right_w: usize =
         right.iter().map(|(x, _)| x.width()).sum::<usize>() + SEP.width() * right.len();
-    // Left: as many fields as fit, in order.
     let live = s.session.live.len();
     let activity = match live {
         0 => "idle".to_string(),
         1 => "answering".to_string(),
         n => format!("{n} answering"),
     };
-    let mut left_fields: Vec<(String, Style)> = vec![
-        (" specscope".into(), t.status_key),
-        (model_name(&s.session.model), t.status),
-        (s.session.label(), t.status_key),
-        // Before the device: at 80 columns "answering" is what must show.
-        (activity, t.status),
-        (s.session.device.clone(), t.status),
-    ];
+    // Left: decided by importance (what it is doing before the mode's name, the mode
+    // shortened to its word before it goes), shown in this order.
+    let label = s.session.label();
+    let mode = label.split(' ').next().unwrap_or_default().to_string();
+    let mut left = Fit::separated(SEP, t.status)
+        .ranked([" specscope"], t.status_key, 0)
+        .ranked([model_name(&s.session.model), String::new()], t.status, 1)
+        .ranked([label, mode, String::new()], t.status_key, 3)
+        .ranked([activity, String::new()], t.status, 2)
+        .ranked([s.session.device.clone(), String::new()], t.status, 4);
     // Rates once something was decoded (zeros before would read as measured).
     if sm.tally.rounds > 0 {
-        left_fields.push((format!("TPF {:.2} (session)", sm.tpf()), t.status));
-        left_fields.push((format!("{:.0} tok/s", sm.tokens_per_sec()), t.status));
+        left = left
+            .ranked(
+                [format!("TPF {:.2} (session)", sm.tpf()), String::new()],
+                t.status,
+                5,
+            )
+            .ranked(
+                [format!("{:.0} tok/s", sm.tokens_per_sec()), String::new()],
+                t.status,
+                6,
+            );
     }
-    let mut spans: Vec<Span> = Vec::new();
-    let mut used = 0;
-    // A field that does not fit is left out; shorter ones after it may still fit.
-    for (i, (text, style)) in left_fields.into_iter().enumerate() {
-        let w = text.width() + if i > 0 { SEP.width() } else { 0 };
-        if used + w + right_w > width {
-            continue;
-        }
-        if i > 0 {
-            spans.push(Span::styled(SEP, t.status));
-        }
-        spans.push(Span::styled(text, style));
-        used += w;
-    }
+    let left = left.line(width.saturating_sub(right_w));
+    let used = left.width();
+    let mut spans = left.spans;
     let pad = width.saturating_sub(used + right_w);
     spans.push(Span::styled(" ".repeat(pad), t.status));
     for (text, style) in right {
