@@ -1285,6 +1285,13 @@ fn inspector_shows_draft_and_verifier_top_k() {
     );
     let (_, y) = find_text(&buf, "verifier top-k").unwrap();
     assert!(text_at(&buf, 0, y, 160).contains("·91 0.70"));
+    // At 80×24 both sides' figures show before the lists, and what is cut says so.
+    let all = screen_text(&draw(&s, &Theme::dark(), 80, 24));
+    assert!(
+        all.contains("draft:    margin") && all.contains("verifier: margin"),
+        "{all}"
+    );
+    assert!(all.contains("a taller pane shows the rest"), "{all}");
 }
 
 #[test]

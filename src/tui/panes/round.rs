@@ -420,6 +420,7 @@ fn inspector(r: &RoundView, s: &State, t: &Theme, p: usize, width: usize) -> Vec
     }
     let d = r.draft_detail.get(p - 1);
     let v = r.verdict.as_ref().and_then(|v| v.detail.get(p - 1));
+    // Both sides' figures first, then the lists: a short pane still compares them.
     for (label, view) in [("draft", d), ("verifier", v)] {
         if let Some(x) = view {
             let text = format!(
@@ -431,6 +432,8 @@ fn inspector(r: &RoundView, s: &State, t: &Theme, p: usize, width: usize) -> Vec
             );
             out.extend(wrap_indented(&[(text, t.text)], width, 10));
         }
+    }
+    for (label, view) in [("draft", d), ("verifier", v)] {
         // Long top-k lists wrap under their first entry.
         out.extend(wrap_indented(
             &[
@@ -573,9 +576,12 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme, keys: &Keymap) {
     for (sec, cuttable) in optional {
         if lines.len() + sec.len() <= h {
             lines.extend(sec);
-        } else if cuttable && lines.len() < h {
-            let room = h - lines.len();
+        } else if cuttable && lines.len() + 1 < h {
+            // What shows of it, and a line saying the rest is cut.
+            let room = h - lines.len() - 1;
             lines.extend(sec.into_iter().take(room));
+            lines.push(Line::styled("… (a taller pane shows the rest)", t.dim));
+            break;
         }
     }
     f.render_widget(Paragraph::new(lines).block(pane(title, t)), area);
