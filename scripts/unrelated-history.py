@@ -27,6 +27,8 @@ rng = random.Random(7)
 for family, rs in records.items():
     first_turns = [r for r in rs if not r.get("history")]
     others = [h for fam, h in histories if fam != family]
+    if not others:
+        sys.exit(f"no held-out follow-up of a family other than {family} to take a history from")
     with open(os.path.join(out, f"base-{family}.jsonl"), "w") as base, open(
         os.path.join(out, f"with-{family}.jsonl"), "w"
     ) as with_history:

@@ -80,7 +80,8 @@ pub fn wrap_indented(
                 let mut chunk = String::new();
                 for c in seg.chars() {
                     let cw = c.width().unwrap_or(0);
-                    if col + cw > width && c != ' ' {
+                    // Never before a space (it stays, clipped), nor on an empty row.
+                    if col + cw > width && col > hang && c != ' ' && c != NBSP {
                         push_piece(lines.last_mut(), std::mem::take(&mut chunk), style);
                         new_line(&mut lines, &mut col, hang);
                     }
@@ -162,13 +163,13 @@ fn header(turn: &Turn, s: &State, t: &Theme, width: usize) -> Vec<Line<'static>>
 
 /// A list item's marker width (`- `, `* `, `12. `), if the line is one.
 fn list_marker(line: &str) -> Option<usize> {
+    // The line's own leading spaces are not counted: `wrap_indented` adds them.
     let body = line.trim_start();
-    let lead = line.len() - body.len();
     if body.starts_with("- ") || body.starts_with("* ") {
-        return Some(lead + 2);
+        return Some(2);
     }
     let digits = body.chars().take_while(char::is_ascii_digit).count();
-    (digits > 0 && body[digits..].starts_with(". ")).then_some(lead + digits + 2)
+    (digits > 0 && body[digits..].starts_with(". ")).then_some(digits + 2)
 }
 
 /// Answer text laid out as blocks: fenced code in the code style, unwrapped lines cut
@@ -462,6 +463,14 @@ mod tests {
         // Two columns of the pane's own indent, two of the line's: a break on the
         // space before "gh" starts the next row at "gh", under "abcdef".
         assert_eq!(texts(&lines), ["```", "    abcdef", "    gh", "```"]);
+    }
+
+    #[test]
+    fn a_nested_list_item_continues_under_its_text() {
+        let t = Theme::dark();
+        let lines = blocks("- top item\n  - inner one two", 12, &t);
+        // The inner item's text starts at column 4; so do its continuation rows.
+        assert_eq!(texts(&lines), ["- top item", "  - inner ", "    one two"]);
     }
 
     #[test]

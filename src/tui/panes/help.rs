@@ -6,7 +6,6 @@ use ratatui::layout::{Margin, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use ratatui::Frame;
-use unicode_width::UnicodeWidthStr;
 
 use super::chat::{wrap_indented, NBSP};
 use super::history::speed_words;
@@ -166,16 +165,9 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme, keys: &Keymap) {
         1 => legend_page(s, t, width),
         _ => messages_page(s, t, width),
     };
-    // Rows of the page, so the scroll stops at its last line. The pages come wrapped;
-    // a row may end in a space past the edge, which takes no row of its own.
-    let wrapped: usize = body
-        .iter()
-        .map(|l| {
-            let text: String = l.spans.iter().map(|s| s.content.as_ref()).collect();
-            text.trim_end().width().div_ceil(width).max(1)
-        })
-        .sum();
-    let max_scroll = wrapped.saturating_sub(height);
+    // The pages come wrapped and the paragraph does not wrap them again (a row past
+    // the edge is clipped), so each line is one row: the scroll stops at the last.
+    let max_scroll = body.len().saturating_sub(height);
     let scroll = s.help_scroll.min(max_scroll);
     let hint = if max_scroll == 0 {
         " ← → pages · Esc closes "

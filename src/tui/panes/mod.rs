@@ -95,13 +95,14 @@ impl Fit {
     /// forms is left to the widget to clip).
     pub fn line(self, width: usize) -> Line<'static> {
         let sep_w = self.sep.as_ref().map_or(0, |(s, _)| s.width());
-        // A shown part's width, its separator included.
-        let w = |i: usize, f: &str| match f.width() {
+        // Every shown part is counted with a separator and the first shown has none,
+        // so the room is one separator wider.
+        let width = width + sep_w;
+        let w = |f: &str| match f.width() {
             0 => 0,
-            n if i > 0 => n + sep_w,
-            n => n,
+            n => n + sep_w,
         };
-        let shortest = |i: usize, forms: &[String]| forms.last().map_or(0, |f| w(i, f));
+        let shortest = |forms: &[String]| forms.last().map_or(0, |f| w(f));
         let mut order: Vec<usize> = (0..self.parts.len()).collect();
         order.sort_by_key(|&i| self.parts[i].2);
         let mut chosen: Vec<Option<usize>> = vec![None; self.parts.len()];
@@ -109,20 +110,25 @@ impl Fit {
         for (k, &i) in order.iter().enumerate() {
             let rest: usize = order[k + 1..]
                 .iter()
-                .map(|&j| shortest(j, &self.parts[j].0))
+                .map(|&j| shortest(&self.parts[j].0))
                 .sum();
             let forms = &self.parts[i].0;
             let pick = forms
                 .iter()
-                .position(|f| used + w(i, f) + rest <= width)
+                .position(|f| used + w(f) + rest <= width)
                 .unwrap_or(forms.len().saturating_sub(1));
-            used += forms.get(pick).map_or(0, |f| w(i, f));
+            used += forms.get(pick).map_or(0, |f| w(f));
             chosen[i] = Some(pick);
         }
         let mut spans: Vec<Span<'static>> = Vec::new();
         for ((mut forms, style, _), pick) in self.parts.into_iter().zip(chosen) {
-            let Some(pick) = pick else { continue };
-            let text = forms.swap_remove(pick);
+            // A part given no forms shows nothing.
+            let Some(text) = pick
+                .filter(|&k| k < forms.len())
+                .map(|k| forms.swap_remove(k))
+            else {
+                continue;
+            };
             if text.is_empty() {
                 continue;
             }
@@ -211,10 +217,19 @@ mod fit_tests {
         assert_eq!(text(&fit().line(27)), "app | model | idle");
         assert_eq!(text(&fit().line(18)), "app | model | idle");
         assert_eq!(text(&fit().line(17)), "app | idle");
-        // A dropped first part leaves no separator in front.
-        let lone = Fit::separated(" | ", Style::default())
-            .ranked(["", ""], Style::default(), 0)
-            .ranked(["idle"], Style::default(), 1);
-        assert_eq!(text(&lone.line(10)), "idle");
+        // A dropped first part leaves no separator in front, and none is counted.
+        let lone = || {
+            Fit::separated(" | ", Style::default())
+                .ranked(["", ""], Style::default(), 0)
+                .ranked(["idle"], Style::default(), 1)
+                .ranked(["cpu", ""], Style::default(), 2)
+        };
+        assert_eq!(text(&lone().line(10)), "idle | cpu");
+        assert_eq!(text(&lone().line(9)), "idle");
+        // A part with no forms at all shows nothing (and does not panic).
+        let none = Fit::default()
+            .part(Vec::<String>::new(), Style::default())
+            .part(["x"], Style::default());
+        assert_eq!(text(&none.line(5)), "x");
     }
 }

@@ -580,7 +580,7 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme, keys: &Keymap) {
             // What shows of it, and a line saying the rest is cut.
             let room = h - lines.len() - 1;
             lines.extend(sec.into_iter().take(room));
-            lines.push(Line::styled("… (a taller pane shows the rest)", t.dim));
+            lines.push(Line::styled("… (a larger pane shows the rest)", t.dim));
             break;
         }
     }

@@ -149,7 +149,7 @@ fn draw_with(
     let label = s.session.label();
     let mode = label.split(' ').next().unwrap_or_default().to_string();
     let mut left = Fit::separated(SEP, t.status)
-        .ranked([" specscope"], t.status_key, 0)
+        .ranked([" specscope", ""], t.status_key, 0)
         .ranked([model_name(&s.session.model), String::new()], t.status, 1)
         .ranked([label, mode, String::new()], t.status_key, 3)
         .ranked([activity, String::new()], t.status, 2)
