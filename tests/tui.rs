@@ -1616,6 +1616,18 @@ fn help_scrolls_and_keeps_keys_from_the_screen_behind() {
     let (_, y) = find_text(&buf, "carry over.").expect("the page's last line");
     assert!(text_at(&buf, 4, y + 1, 3).contains('─'), "{end}");
     assert!(end.contains("↑ back"), "{end}");
+    // Scrolled past the end, the screen brings the scroll back before drawing, so one
+    // Up moves the page at once.
+    let frame = ratatui::layout::Rect::new(0, 0, 80, 24);
+    let max =
+        specscope::tui::panes::help::max_scroll(render::help_area(frame), &s, &Theme::dark(), &km);
+    assert!(s.help_scroll > max && max > 0, "{} {max}", s.help_scroll);
+    update(&mut s, Msg::HelpScrollMax(max));
+    assert_eq!(s.help_scroll, max);
+    assert_eq!(screen_text(&draw(&s, &Theme::dark(), 80, 24)), end);
+    update(&mut s, Msg::HelpScroll(-1));
+    let up = screen_text(&draw(&s, &Theme::dark(), 80, 24));
+    assert!(up != end && up.contains("↓ more"), "{up}");
     // Another page starts at its top.
     update(&mut s, Msg::HelpPage(1));
     assert_eq!(s.help_scroll, 0);

@@ -107,9 +107,13 @@ pub fn draw(f: &mut Frame, s: &State, theme: &Theme, keys: &Keymap) {
         let behind = Rect::new(area.x, area.y, area.width, a.status.y - area.y);
         f.render_widget(Clear, behind);
         f.render_widget(Block::default().style(theme.background), behind);
-        let w = area.width.saturating_sub(4).min(100);
-        let h = area.height.saturating_sub(2);
-        let r = Rect::new(area.x + (area.width - w) / 2, area.y + 1, w, h);
-        panes::help::draw(f, r, s, theme, keys);
+        panes::help::draw(f, help_area(area), s, theme, keys);
     }
+}
+
+/// Where the help overlay goes on a frame of `area`.
+pub fn help_area(area: Rect) -> Rect {
+    let w = area.width.saturating_sub(4).min(100);
+    let h = area.height.saturating_sub(2);
+    Rect::new(area.x + (area.width - w) / 2, area.y + 1, w, h)
 }

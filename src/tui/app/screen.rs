@@ -32,6 +32,13 @@ impl<B: Backend> Screen<B> {
 
     /// Draws one frame; tells the reducer first what the chat area holds now.
     pub fn draw(&mut self, s: &mut State, ui: &Ui) -> Result<()> {
+        if s.help {
+            let help = render::help_area(self.area());
+            let max = panes::help::max_scroll(help, s, &ui.theme, &ui.keymap);
+            if s.help_scroll > max {
+                update(s, Msg::HelpScrollMax(max));
+            }
+        }
         let chat = render::chat_text_area(self.area(), &s.chat.input);
         // Scrolled back, the reducer needs the transcript's length to bound the scroll;
         // following, nothing depends on it (and wrapping all of it every frame would

@@ -150,24 +150,35 @@ fn messages_page(s: &State, t: &Theme, width: usize) -> Vec<Line<'static>> {
         .collect()
 }
 
-pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme, keys: &Keymap) {
+/// The page shown in the overlay at `area`, and how far it scrolls at most. The pages
+/// come wrapped and the paragraph does not wrap them again (a row past the edge is
+/// clipped), so each line is one row: the scroll stops at the last.
+fn page_of(area: Rect, s: &State, t: &Theme, keys: &Keymap) -> (Vec<Line<'static>>, usize) {
     let inner = area.inner(Margin::new(1, 1));
+    let height = usize::from(inner.height);
+    let width = usize::from(inner.width).max(1);
+    let body = match s.help_page % PAGES.len() {
+        0 => keys_page(t, keys, width, height.saturating_sub(1)),
+        1 => legend_page(s, t, width),
+        _ => messages_page(s, t, width),
+    };
+    let max_scroll = body.len().saturating_sub(height);
+    (body, max_scroll)
+}
+
+/// How far the help overlay at `area` scrolls at most (the reducer bounds the scroll).
+pub fn max_scroll(area: Rect, s: &State, t: &Theme, keys: &Keymap) -> usize {
+    page_of(area, s, t, keys).1
+}
+
+pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme, keys: &Keymap) {
     let page = s.help_page % PAGES.len();
     let mut tabs: Vec<Span> = vec![Span::styled(" help: ", t.title)];
     for (i, name) in PAGES.iter().enumerate() {
         let style = if i == page { t.selected } else { t.dim };
         tabs.push(Span::styled(format!(" {name} "), style));
     }
-    let height = usize::from(inner.height);
-    let width = usize::from(inner.width).max(1);
-    let body = match page {
-        0 => keys_page(t, keys, width, height.saturating_sub(1)),
-        1 => legend_page(s, t, width),
-        _ => messages_page(s, t, width),
-    };
-    // The pages come wrapped and the paragraph does not wrap them again (a row past
-    // the edge is clipped), so each line is one row: the scroll stops at the last.
-    let max_scroll = body.len().saturating_sub(height);
+    let (body, max_scroll) = page_of(area, s, t, keys);
     let scroll = s.help_scroll.min(max_scroll);
     let hint = if max_scroll == 0 {
         " ← → pages · Esc closes "

@@ -158,7 +158,11 @@ fn draw_with(
     if sm.tally.rounds > 0 {
         left = left
             .ranked(
-                [format!("TPF {:.2} (session)", sm.tpf()), String::new()],
+                [
+                    format!("TPF {:.2} (session)", sm.tpf()),
+                    format!("TPF {:.2}", sm.tpf()),
+                    String::new(),
+                ],
                 t.status,
                 5,
             )

@@ -63,6 +63,9 @@ pub enum Msg {
     HelpPage(i64),
     /// Scroll the help page by this many lines (negative: up); the pane clamps it.
     HelpScroll(i64),
+    /// The help page as drawn scrolls at most this far (sent before a frame): a
+    /// scroll past it comes back, so the next key moves the page at once.
+    HelpScrollMax(usize),
 }
 
 /// What the app must do after an update (the reducer itself touches nothing outside).
@@ -272,6 +275,10 @@ pub fn update(s: &mut State, msg: Msg) -> Vec<Effect> {
         }
         Msg::HelpScroll(by) => {
             s.help_scroll = s.help_scroll.saturating_add_signed(by as isize);
+            Vec::new()
+        }
+        Msg::HelpScrollMax(max) => {
+            s.help_scroll = s.help_scroll.min(max);
             Vec::new()
         }
         Msg::Reset => {
