@@ -3,10 +3,10 @@
 mod common;
 
 use candle_core::{DType, Device, IndexOp, Tensor};
-use common::{checkpoint, load, rel_err, tokens};
+use common::{checkpoint, load, rel_err, run_row, tokens};
 use specscope::engine::generate_ar;
 use specscope::model::synthetic::Spec;
-use specscope::model::{self, ModelSource};
+use specscope::model::{self, AttnRule, LogitSel, ModelSource, Row};
 use specscope::train::trainer::{self, TrainOptions};
 
 /// The differentiable training forward equals the fused inference forward.
@@ -31,11 +31,62 @@ fn training_path_matches_inference_path() {
         .unwrap();
     let positions: Vec<usize> = (0..n).collect();
     let train = model
-        .forward_train(&input, &positions, &mask)
+        .forward_train(&input, &positions, &mask, None)
         .unwrap()
         .i(0)
         .unwrap();
     assert!(rel_err(&train, &full) < 1e-4, "{}", rel_err(&train, &full));
+}
+
+/// The training forward applies the draft adapter as inference does.
+#[test]
+fn training_path_applies_the_adapter_as_inference_does() {
+    let spec = Spec {
+        lora_rank: Some(4),
+        ..Spec::toy()
+    };
+    let dir = checkpoint(&spec);
+    let model = load(dir.path());
+    assert!(model.has_lora());
+    let ids = tokens(12, spec.vocab_size, 7);
+    let mut cache = model.new_cache();
+    let row = Row::new(0, ids.clone(), AttnRule::Causal)
+        .lora_from(0)
+        .logits(LogitSel::All);
+    let inference = run_row(&model, &mut cache, row);
+    let n = ids.len();
+    let mask: Vec<f32> = (0..n * n)
+        .map(|i| {
+            if i % n > i / n {
+                f32::NEG_INFINITY
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let mask = Tensor::from_vec(mask, (n, n), &Device::Cpu).unwrap();
+    let input = Tensor::new(ids.as_slice(), &Device::Cpu)
+        .unwrap()
+        .unsqueeze(0)
+        .unwrap();
+    let positions: Vec<usize> = (0..n).collect();
+    let train = |upto| {
+        model
+            .forward_train(&input, &positions, &mask, upto)
+            .unwrap()
+            .i(0)
+            .unwrap()
+    };
+    let with = train(Some(n));
+    assert!(
+        rel_err(&with, &inference) < 1e-4,
+        "{}",
+        rel_err(&with, &inference)
+    );
+    assert!(
+        rel_err(&train(None), &inference) > 1e-3,
+        "the adapter changes logits"
+    );
 }
 
 /// The toy preset's options for a short run in `dir` (no annealing, no held-out files).
@@ -47,6 +98,9 @@ fn toy_options(dir: &std::path::Path) -> TrainOptions {
         steps: 24,
         anneal_steps: 0,
         draft_shaped: 0.25,
+        lora_steps: 0,
+        lora_rank: 4,
+        lora_lr: 5e-3,
         batch: 4,
         seq_len: 64,
         lr: 5e-3,
@@ -93,6 +147,45 @@ fn toy_training_lowers_the_loss_and_resumes() {
         .unwrap();
     let g = generate_ar(&m, &ids, 8, &[], |_| Ok(())).unwrap();
     assert_eq!(g.tokens.len(), 8);
+}
+
+/// The adapter phase trains a `linear_spec_lora/` that loads with the model and drafts
+/// closer to the verifier than the base does, resumes, and is discarded when the base
+/// trains on.
+#[test]
+fn toy_adapter_phase_drafts_the_verifiers_choices() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut o = TrainOptions {
+        lora_steps: 9,
+        ..toy_options(tmp.path())
+    };
+    let first = trainer::train(&o, "test", |_| {}, |_| {}).unwrap();
+    assert_eq!((first.step, first.lora_step), (24, 9));
+    o.lora_steps = 30;
+    let mut reports = Vec::new();
+    let state = trainer::train(&o, "test", |r| reports.push(*r), |_| {}).unwrap();
+    assert_eq!(state.lora_step, 30, "resumed from adapter step 9");
+    assert_eq!(reports.len(), 21, "only the adapter steps ran again");
+    assert!(reports.iter().all(|r| r.draft.is_some()));
+    // Steps rotate block sizes 8, 16, 32: compare whole rotations.
+    let loss =
+        |r: std::ops::Range<usize>| -> f32 { state.lora_losses[r].iter().map(|l| l.1).sum() };
+    let (start, end) = (loss(0..3), loss(27..30));
+    assert!(end < start * 0.9, "draft loss {start} -> {end}");
+
+    let files = ModelSource::Local(o.out.clone()).resolve().unwrap();
+    assert!(files.lora_dir.is_some());
+    let (m, _) = model::load(&files, &Device::Cpu, model::LoadOptions::default()).unwrap();
+    assert!(m.has_lora());
+
+    o.steps = 27;
+    o.lora_steps = 0;
+    let state = trainer::train(&o, "test", |_| {}, |_| {}).unwrap();
+    assert_eq!((state.step, state.lora_step), (27, 0));
+    assert!(
+        !o.out.join("linear_spec_lora").exists(),
+        "stale adapter removed"
+    );
 }
 
 /// The annealing phase switches to its own stream and schedule: the learning rate

@@ -167,13 +167,15 @@ impl Attention {
 
 impl Attention {
     /// Differentiable full-sequence attention for training. x: (B, T, hidden); cos, sin:
-    /// (T, head_dim / 2); mask: additive (T, T).
+    /// (T, head_dim / 2); mask: additive (T, T); `lora`: the draft adapter, its layer and
+    /// the leading positions it applies to (the noised half of a training sequence).
     fn forward_train(
         &self,
         x: &Tensor,
         cos: &Tensor,
         sin: &Tensor,
         mask: &Tensor,
+        lora: Option<(&DraftLora, usize, usize)>,
     ) -> Result<Tensor> {
         let (b, t, _) = x.dims3()?;
         let (nh, nkv, hd) = (self.num_heads, self.num_kv_heads, self.head_dim);
@@ -213,7 +215,13 @@ impl Attention {
             .matmul(&v)?
             .transpose(1, 2)?
             .reshape((b, t, nh * hd))?;
-        self.o_proj.forward(&out)
+        let y = self.o_proj.forward(&out)?;
+        let Some((lora, layer, upto)) = lora else {
+            return Ok(y);
+        };
+        let delta = lora.delta(layer, &out.narrow(1, 0, upto)?)?;
+        let head = (y.narrow(1, 0, upto)? + delta)?;
+        Ok(Tensor::cat(&[head, y.narrow(1, upto, t - upto)?], 1)?)
     }
 }
 
@@ -435,18 +443,24 @@ impl Model {
     }
 
     /// Differentiable forward for training (no cache): ids (B, T) at `positions`, one
-    /// additive (T, T) mask shared by the batch. Returns logits (B, T, vocab).
+    /// additive (T, T) mask shared by the batch. With `lora_upto`, the attached draft
+    /// adapter applies to the first that many positions. Returns logits (B, T, vocab).
     pub fn forward_train(
         &self,
         ids: &Tensor,
         positions: &[usize],
         mask: &Tensor,
+        lora_upto: Option<usize>,
     ) -> Result<Tensor> {
         let (cos, sin) = self.rope.cos_sin(positions, &self.device)?;
         let mut x = self.embed_tokens.forward(ids)?;
-        for layer in &self.layers {
+        for (li, layer) in self.layers.iter().enumerate() {
+            let lora = match (&self.lora, lora_upto) {
+                (Some(l), Some(upto)) => Some((l, li, upto)),
+                _ => None,
+            };
             let h = layer.input_layernorm.forward_diff(&x)?;
-            x = (&x + layer.self_attn.forward_train(&h, &cos, &sin, mask)?)?;
+            x = (&x + layer.self_attn.forward_train(&h, &cos, &sin, mask, lora)?)?;
             let h = layer.post_attention_layernorm.forward_diff(&x)?;
             x = (&x + layer.mlp.forward(&h)?)?;
         }

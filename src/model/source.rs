@@ -50,6 +50,12 @@ impl ModelSource {
         };
         let path = Path::new(spec);
         if path.is_dir() {
+            // The bundled model's own directory is the bundled model: its label, its
+            // introduction and its chat defaults.
+            let bundled = bundled_dir().canonicalize().ok();
+            if bundled.is_some() && path.canonicalize().ok() == bundled {
+                return Ok(ModelSource::Bundled);
+            }
             return Ok(ModelSource::Local(path.to_path_buf()));
         }
         let looks_like_path = spec.starts_with('.')
@@ -346,6 +352,12 @@ mod tests {
         assert_eq!(
             ModelSource::parse(Some(spec), None).unwrap(),
             ModelSource::Local(tmp.path().to_path_buf())
+        );
+        let own = bundled_dir();
+        let own = own.to_str().unwrap();
+        assert_eq!(
+            ModelSource::parse(Some(own), None).unwrap(),
+            ModelSource::Bundled
         );
     }
 }

@@ -2,5 +2,6 @@
 
 pub mod bpe;
 pub mod corpus;
+pub mod draft_lora;
 pub mod objective;
 pub mod trainer;

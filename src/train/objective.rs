@@ -116,7 +116,7 @@ pub fn make_batch(
 
 /// (total, ar, dlm) losses of one batch; `total` carries the gradient.
 pub fn losses(model: &Model, batch: &Batch) -> Result<(Tensor, f32, f32)> {
-    let logits = model.forward_train(&batch.ids, &batch.positions, &batch.mask)?;
+    let logits = model.forward_train(&batch.ids, &batch.positions, &batch.mask, None)?;
     let (b, n, v) = logits.dims3()?;
     let len = n / 2;
     // x_0 half: logit i predicts token i + 1.

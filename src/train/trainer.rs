@@ -12,7 +12,7 @@ use candle_nn::{VarBuilder, VarMap};
 use serde::{Deserialize, Serialize};
 
 use super::corpus::{self, Family};
-use super::objective;
+use super::{draft_lora, objective};
 use crate::model::synthetic::{self, Spec, BOS_ID, EOS_ID, MASK_ID, SPECIAL_TOKENS};
 use crate::model::tokenizer::render_template;
 use crate::model::{ChatMessage, Config, Model};
@@ -34,6 +34,11 @@ pub struct TrainOptions {
     /// Share of the annealing phase's diffusion blocks noised as the draft sees its block
     /// (`objective::make_batch`); the main phase keeps t ~ U(0, 1) everywhere.
     pub draft_shaped: f64,
+    /// Steps of the draft adapter phase after the base's steps (`draft_lora`); 0 for none.
+    pub lora_steps: usize,
+    pub lora_rank: usize,
+    /// Peak learning rate of the adapter phase (warm-up, then cosine to a tenth).
+    pub lora_lr: f64,
     pub batch: usize,
     pub seq_len: usize,
     pub lr: f64,
@@ -62,6 +67,14 @@ pub struct TrainState {
     /// (step, ar loss, dlm loss) every logged step.
     pub losses: Vec<(usize, f32, f32)>,
     pub command: String,
+    /// Steps of the draft adapter phase done.
+    #[serde(default)]
+    pub lora_step: usize,
+    /// (adapter step, draft loss, agreement with the verifier) every adapter step.
+    #[serde(default)]
+    pub lora_losses: Vec<(usize, f32, f32)>,
+    #[serde(default)]
+    pub lora_elapsed_secs: f64,
 }
 
 /// The conversation as the model sees it at inference: history rendered by the chat
@@ -291,6 +304,8 @@ pub struct StepReport {
     pub block: usize,
     /// Clean tokens per second over the whole run so far.
     pub tokens_per_sec: f64,
+    /// In the adapter phase: (draft loss, agreement with the verifier); `ar`, `dlm` are 0.
+    pub draft: Option<(f32, f32)>,
 }
 
 /// Runs (or resumes) training; returns the state at the end. `progress` hears about
@@ -312,6 +327,10 @@ pub fn train(
         (0.0..=1.0).contains(&o.draft_shaped),
         "--draft-shaped ({}) must be a share between 0 and 1",
         o.draft_shaped
+    );
+    ensure!(
+        o.lora_steps == 0 || o.lora_rank > 0,
+        "--lora-rank must be positive when --lora-steps is set"
     );
     ensure!(
         o.seq_len.is_multiple_of(32),
@@ -447,7 +466,8 @@ pub fn train(
     }
     let mut opt = AdamW::new(&varmap)?;
     let opt_path = o.state.join("optimizer.safetensors");
-    if state.step > 0 {
+    // A finished base needs no moments (only its adapter phase may be left to run).
+    if state.step > 0 && state.step < o.steps {
         match opt.load(&opt_path, state.step) {
             Ok(()) => {}
             Err(e) => note(&format!(
@@ -457,6 +477,17 @@ pub fn train(
     }
     state.command = command.to_string();
     state.steps = o.steps;
+    // An adapter drafts for the base it was trained on: new base steps discard it.
+    let adapter = o.out.join(draft_lora::DIR);
+    if state.step < o.steps && (state.lora_step > 0 || adapter.exists()) {
+        if adapter.exists() {
+            std::fs::remove_dir_all(&adapter)
+                .with_context(|| format!("cannot remove the stale {}", adapter.display()))?;
+        }
+        state.lora_step = 0;
+        state.lora_losses.clear();
+        state.lora_elapsed_secs = 0.0;
+    }
 
     let main_steps = o.steps - o.anneal_steps;
     let mut order: (usize, usize, Vec<usize>) = (usize::MAX, 0, Vec::new());
@@ -471,23 +502,7 @@ pub fn train(
         } else {
             (1, &anneal_seqs, step - main_steps)
         };
-        // One shuffle per epoch, from its seed alone, so a resumed run sees the
-        // batches an uninterrupted one would.
-        let epoch = local * o.batch / set.len();
-        if (order.0, order.1) != (epoch, phase) {
-            let mut ids: Vec<usize> = (0..set.len()).collect();
-            let salt = (epoch as u64 + 1) * 0x9E37 + phase as u64 * 0x5851_F42D;
-            let mut shuffle_rng = Rng::new(o.seed ^ salt);
-            for i in (1..ids.len()).rev() {
-                let j = (shuffle_rng.next_u64() % (i as u64 + 1)) as usize;
-                ids.swap(i, j);
-            }
-            order = (epoch, phase, ids);
-        }
-        let start = (local * o.batch) % set.len();
-        let batch_seqs: Vec<&[u32]> = (0..o.batch)
-            .map(|k| set[order.2[(start + k) % set.len()]])
-            .collect();
+        let batch_seqs = batch_at(set, o, phase, local, &mut order);
         let mut rng = Rng::new(o.seed ^ (step as u64).wrapping_mul(0x2545_F491_4F6C_DD1D));
         let block = blocks[step % blocks.len()];
         let draft_shaped = if phase == 1 { o.draft_shaped } else { 0.0 };
@@ -512,6 +527,7 @@ pub fn train(
             block,
             tokens_per_sec: (o.batch * o.seq_len) as f64 * (state.step as f64)
                 / state.elapsed_secs.max(1e-9),
+            draft: None,
         });
         let out_of_time = o.max_minutes.is_some_and(|m| run_secs > m * 60.0);
         if state.step.is_multiple_of(o.checkpoint_every) || state.step == o.steps || out_of_time {
@@ -524,11 +540,152 @@ pub fn train(
                 "time budget reached at step {}; run the same command to resume",
                 state.step
             ));
-            break;
+            return Ok(state);
         }
+    }
+    if o.lora_steps > state.lora_step {
+        let set = if anneal_seqs.is_empty() {
+            &seqs
+        } else {
+            &anneal_seqs
+        };
+        let left = o
+            .max_minutes
+            .map(|m| m - run_start.elapsed().as_secs_f64() / 60.0);
+        let o = TrainOptions {
+            max_minutes: left,
+            ..o.clone()
+        };
+        train_draft_adapter(
+            &o,
+            &cfg,
+            set,
+            &mut state,
+            &state_path,
+            &mut progress,
+            &mut note,
+        )?;
     }
     Ok(state)
 }
+
+/// The `local`-th batch of a phase's sequences. One shuffle per epoch, from its seed
+/// alone, so a resumed run sees the batches an uninterrupted one would; `order` caches
+/// (epoch, phase, permutation).
+fn batch_at<'a>(
+    set: &[&'a [u32]],
+    o: &TrainOptions,
+    phase: usize,
+    local: usize,
+    order: &mut (usize, usize, Vec<usize>),
+) -> Vec<&'a [u32]> {
+    let epoch = local * o.batch / set.len();
+    if (order.0, order.1) != (epoch, phase) {
+        let mut ids: Vec<usize> = (0..set.len()).collect();
+        let salt = (epoch as u64 + 1) * 0x9E37 + phase as u64 * 0x5851_F42D;
+        let mut shuffle_rng = Rng::new(o.seed ^ salt);
+        for i in (1..ids.len()).rev() {
+            let j = (shuffle_rng.next_u64() % (i as u64 + 1)) as usize;
+            ids.swap(i, j);
+        }
+        *order = (epoch, phase, ids);
+    }
+    let start = (local * o.batch) % set.len();
+    (0..o.batch)
+        .map(|k| set[order.2[(start + k) % set.len()]])
+        .collect()
+}
+
+/// The adapter phase (`draft_lora`): the base, frozen, read back from `o.out`; the
+/// adapter and its optimizer moments saved like the base's, so it resumes too.
+#[allow(clippy::too_many_arguments)]
+fn train_draft_adapter(
+    o: &TrainOptions,
+    cfg: &Config,
+    set: &[&[u32]],
+    state: &mut TrainState,
+    state_path: &Path,
+    progress: &mut impl FnMut(&StepReport),
+    note: &mut impl FnMut(&str),
+) -> Result<()> {
+    let device = Device::Cpu;
+    let shape = draft_lora::Shape {
+        rank: o.lora_rank,
+        alpha: 4.0 * o.lora_rank as f64,
+    };
+    let base = draft_lora::frozen_base(&o.out, cfg, &device)?;
+    let saved = o
+        .out
+        .join(draft_lora::DIR)
+        .join("adapter_model.safetensors");
+    let resume = (state.lora_step > 0).then_some(saved.as_path());
+    let (model, varmap) = draft_lora::build(base, cfg, shape, resume)?;
+    let mut opt = AdamW::new(&varmap)?;
+    let opt_path = o.state.join("lora_optimizer.safetensors");
+    if state.lora_step > 0 {
+        note(&format!(
+            "resuming the draft adapter at step {}",
+            state.lora_step
+        ));
+        if let Err(e) = opt.load(&opt_path, state.lora_step) {
+            note(&format!(
+                "warning: {e:#}; resuming with fresh optimizer moments"
+            ));
+        }
+    }
+    let mut order: (usize, usize, Vec<usize>) = (usize::MAX, 0, Vec::new());
+    let run_start = Instant::now();
+    let elapsed_before = state.lora_elapsed_secs;
+    let blocks = [8usize, 16, 32];
+    while state.lora_step < o.lora_steps {
+        let step = state.lora_step;
+        let batch_seqs = batch_at(set, o, 2, step, &mut order);
+        let mut rng = Rng::new(o.seed ^ 0x10FA ^ (step as u64).wrapping_mul(0x2545_F491_4F6C_DD1D));
+        let block = blocks[step % blocks.len()];
+        // Every block as the draft sees it.
+        let batch = objective::make_batch(&batch_seqs, block, MASK_ID, 1.0, &mut rng, &device)?;
+        let (loss, agree) = draft_lora::losses(&model, &batch)?;
+        let loss_v = loss.to_scalar::<f32>()?;
+        let grads = loss.backward()?;
+        let warmup = LORA_WARMUP.min(o.lora_steps / 4);
+        let lr = cosine(step, warmup, o.lora_steps, o.lora_lr, o.lora_lr / 10.0);
+        let norm = opt.step(&grads, lr, 0.0, o.clip)?;
+        state.lora_step += 1;
+        state.lora_losses.push((state.lora_step, loss_v, agree));
+        let run_secs = run_start.elapsed().as_secs_f64();
+        state.lora_elapsed_secs = elapsed_before + run_secs;
+        progress(&StepReport {
+            step: o.steps + state.lora_step,
+            steps: o.steps + o.lora_steps,
+            ar: 0.0,
+            dlm: 0.0,
+            grad_norm: norm,
+            lr,
+            block,
+            tokens_per_sec: (o.batch * o.seq_len) as f64 * state.lora_step as f64
+                / state.lora_elapsed_secs.max(1e-9),
+            draft: Some((loss_v, agree)),
+        });
+        let out_of_time = o.max_minutes.is_some_and(|m| run_secs > m * 60.0);
+        let done = state.lora_step == o.lora_steps;
+        if state.lora_step.is_multiple_of(o.checkpoint_every) || done || out_of_time {
+            draft_lora::save(&o.out, shape, &varmap)?;
+            opt.save(&opt_path)?;
+            std::fs::write(state_path, serde_json::to_string(&*state)?)?;
+        }
+        if out_of_time {
+            note(&format!(
+                "time budget reached at adapter step {}; run the same command to resume",
+                state.lora_step
+            ));
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Warm-up steps of the adapter phase.
+const LORA_WARMUP: usize = 20;
 
 /// Mean of the last `n` logged (ar, dlm) losses.
 pub fn recent_losses(state: &TrainState, n: usize) -> (f32, f32) {

@@ -26,8 +26,14 @@ pub const REJECT_GLYPH: &str = "✗";
 /// The glyph of a branch that was reused.
 pub const HIT_GLYPH: &str = "✓";
 
-/// Widest token shown in a cell.
+/// Widest token shown in a cell of a narrow pane.
 const CELL_MAX: usize = 10;
+
+/// Widest token shown in a block cell of a pane `width` columns wide: a wide pane cuts
+/// fewer tokens.
+fn cell_max(width: usize) -> usize {
+    (width / 8).clamp(CELL_MAX, 24)
+}
 
 /// How the verifier judged block position `p`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,7 +118,7 @@ fn block_lines(r: &RoundView, st: &State, t: &Theme, width: usize) -> Vec<Line<'
     let sel = selected;
     for p in 0..n {
         let fate = fate(r, p);
-        let mut tok = visible_token(&s.token(r.block[p]), CELL_MAX);
+        let mut tok = visible_token(&s.token(r.block[p]), cell_max(width));
         if fate == PosFate::Rejected {
             tok = format!("{REJECT_GLYPH}{tok}");
         }
@@ -165,7 +171,7 @@ fn block_lines(r: &RoundView, st: &State, t: &Theme, width: usize) -> Vec<Line<'
         col += w;
     }
     if let Some(v) = &r.verdict {
-        let tok = format!("+{}", visible_token(&s.token(v.bonus), CELL_MAX));
+        let tok = format!("+{}", visible_token(&s.token(v.bonus), cell_max(width)));
         // The last cell: as wide as the wider of the token and its label.
         let w = tok.width().max("bonus".len());
         if col > 0 && col + w > width {
