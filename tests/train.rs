@@ -9,6 +9,26 @@ use specscope::model::synthetic::Spec;
 use specscope::model::{self, AttnRule, LogitSel, ModelSource, Row};
 use specscope::train::trainer::{self, TrainOptions};
 
+/// `ids` as a training batch of one: (1, T) ids, positions 0..T, a causal (T, T) mask.
+fn causal_batch(ids: &[u32]) -> (Tensor, Vec<usize>, Tensor) {
+    let n = ids.len();
+    let mask: Vec<f32> = (0..n * n)
+        .map(|i| {
+            if i % n > i / n {
+                f32::NEG_INFINITY
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let mask = Tensor::from_vec(mask, (n, n), &Device::Cpu).unwrap();
+    let input = Tensor::new(ids, &Device::Cpu)
+        .unwrap()
+        .unsqueeze(0)
+        .unwrap();
+    (input, (0..n).collect(), mask)
+}
+
 /// The differentiable training forward equals the fused inference forward.
 #[test]
 fn training_path_matches_inference_path() {
@@ -17,19 +37,7 @@ fn training_path_matches_inference_path() {
     let model = load(dir.path());
     let ids = tokens(20, spec.vocab_size, 3);
     let full = common::causal_all(&model, &ids);
-    let n = ids.len();
-    let mut mask = vec![0f32; n * n];
-    for q in 0..n {
-        for k in q + 1..n {
-            mask[q * n + k] = f32::NEG_INFINITY;
-        }
-    }
-    let mask = Tensor::from_vec(mask, (n, n), &Device::Cpu).unwrap();
-    let input = Tensor::new(ids.as_slice(), &Device::Cpu)
-        .unwrap()
-        .unsqueeze(0)
-        .unwrap();
-    let positions: Vec<usize> = (0..n).collect();
+    let (input, positions, mask) = causal_batch(&ids);
     let train = model
         .forward_train(&input, &positions, &mask, None)
         .unwrap()
@@ -54,22 +62,7 @@ fn training_path_applies_the_adapter_as_inference_does() {
         .lora_from(0)
         .logits(LogitSel::All);
     let inference = run_row(&model, &mut cache, row);
-    let n = ids.len();
-    let mask: Vec<f32> = (0..n * n)
-        .map(|i| {
-            if i % n > i / n {
-                f32::NEG_INFINITY
-            } else {
-                0.0
-            }
-        })
-        .collect();
-    let mask = Tensor::from_vec(mask, (n, n), &Device::Cpu).unwrap();
-    let input = Tensor::new(ids.as_slice(), &Device::Cpu)
-        .unwrap()
-        .unsqueeze(0)
-        .unwrap();
-    let positions: Vec<usize> = (0..n).collect();
+    let (input, positions, mask) = causal_batch(&ids);
     let train = |upto| {
         model
             .forward_train(&input, &positions, &mask, upto)
@@ -77,7 +70,7 @@ fn training_path_applies_the_adapter_as_inference_does() {
             .i(0)
             .unwrap()
     };
-    let with = train(Some(n));
+    let with = train(Some(ids.len()));
     assert!(
         rel_err(&with, &inference) < 1e-4,
         "{}",
