@@ -88,9 +88,67 @@ pub struct BlockReport {
     pub low_margin_at_reject: f64,
     /// Of positions flagged risky, the share that are the first rejection.
     pub risky_precision: f64,
+    /// The draft's reliability: judged positions by the draft's top probability.
+    pub reliability: Vec<ConfidenceBand>,
+    /// Expected calibration error over ten equal-width bins: the mean gap between
+    /// the draft's top probability and how often its top choice was right.
+    pub calibration_error: f64,
     /// Histogram of tokens advanced per round, per family.
     pub hist_by_family: BTreeMap<String, Vec<usize>>,
     pub mean_accept_by_family: BTreeMap<String, f64>,
+}
+
+/// Draft positions the verifier judged whose top probability lies in `[from, to)`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ConfidenceBand {
+    pub from: f32,
+    pub to: f32,
+    pub positions: usize,
+    pub mean_confidence: f64,
+    /// Share where the draft's top choice was the verifier's token.
+    pub right: f64,
+    /// Share of all first rejections that were positions of this band.
+    pub of_rejections: f64,
+}
+
+/// Band edges of the reliability table: a top probability of 0.75 is about where a
+/// margin of 0.5 starts (p1 − p2 ≥ 2 p1 − 1), so the bands from 0.75 on hold the
+/// first rejections the margin rule does not flag.
+const BANDS: [f32; 6] = [0.0, 0.5, 0.75, 0.9, 0.99, 1.0];
+
+/// The reliability table and the expected calibration error of `(confidence, right)`
+/// pairs, in order, with whether each was a round's first rejection.
+pub fn reliability(judged: &[(f32, bool, bool)]) -> (Vec<ConfidenceBand>, f64) {
+    let rejections = judged.iter().filter(|j| j.2).count().max(1) as f64;
+    let in_band = |c: f32, from: f32, to: f32| c >= from && (c < to || to >= 1.0);
+    let bands = BANDS
+        .windows(2)
+        .map(|w| {
+            let (from, to) = (w[0], w[1]);
+            let band: Vec<_> = judged.iter().filter(|j| in_band(j.0, from, to)).collect();
+            let n = band.len().max(1) as f64;
+            ConfidenceBand {
+                from,
+                to,
+                positions: band.len(),
+                mean_confidence: band.iter().map(|j| f64::from(j.0)).sum::<f64>() / n,
+                right: band.iter().filter(|j| j.1).count() as f64 / n,
+                of_rejections: band.iter().filter(|j| j.2).count() as f64 / rejections,
+            }
+        })
+        .collect();
+    let mut bins = [(0.0f64, 0usize, 0usize); 10];
+    for &(c, right, _) in judged {
+        let b = &mut bins[((c * 10.0) as usize).min(9)];
+        *b = (b.0 + f64::from(c), b.1 + usize::from(right), b.2 + 1);
+    }
+    let total = judged.len().max(1) as f64;
+    let ece = bins
+        .iter()
+        .filter(|b| b.2 > 0)
+        .map(|&(conf, right, _)| (conf - right as f64).abs() / total)
+        .sum();
+    (bands, ece)
 }
 
 /// Everything `specscope eval` reports.
@@ -170,6 +228,7 @@ pub fn evaluate(
         let (mut advanced, mut full, mut within7, mut rejects, mut second, mut low) =
             (0, 0, 0, 0, 0, 0);
         let (mut risky, mut risky_hit) = (0, 0);
+        let mut judged = Vec::new();
         let mut per_family: BTreeMap<String, (usize, usize)> = BTreeMap::new();
         for (i, p) in prompts.iter().enumerate() {
             let k = blocks.iter().position(|x| *x == b).unwrap_or(0) + 1;
@@ -211,6 +270,12 @@ pub fn evaluate(
                 fam.1 += 1;
                 count_in(hist, a);
                 risky += r.risky.len();
+                let last = r.judged.len();
+                judged.extend(
+                    r.judged.iter().enumerate().map(|(i, &(c, right))| {
+                        (c, right, r.first_reject.is_some() && i + 1 == last)
+                    }),
+                );
                 match r.first_reject {
                     None => full += 1,
                     Some(q) => {
@@ -230,6 +295,7 @@ pub fn evaluate(
         br.second_choice_right = second as f64 / rejects.max(1) as f64;
         br.low_margin_at_reject = low as f64 / rejects.max(1) as f64;
         br.risky_precision = risky_hit as f64 / risky.max(1) as f64;
+        (br.reliability, br.calibration_error) = reliability(&judged);
         br.mean_accept_by_family = per_family
             .into_iter()
             .map(|(k, (a, n))| (k, a as f64 / n.max(1) as f64))
@@ -254,5 +320,30 @@ mod tests {
             Some("12".into())
         );
         assert_eq!(final_answer("no answer"), None);
+    }
+
+    #[test]
+    fn reliability_bands_count_rights_and_rejections() {
+        // Two confident rights, one confident miss (a first rejection), one unsure miss.
+        let judged = [
+            (0.995, true, false),
+            (1.0, true, false),
+            (0.95, false, true),
+            (0.3, false, true),
+        ];
+        let (bands, ece) = reliability(&judged);
+        assert_eq!(bands.len(), 5);
+        let top = &bands[4];
+        assert_eq!(
+            (top.positions, top.right),
+            (2, 1.0),
+            "1.0 falls in the last band"
+        );
+        assert_eq!((bands[3].positions, bands[3].right), (1, 0.0));
+        assert_eq!(bands[3].of_rejections, 0.5);
+        assert_eq!(bands[0].of_rejections, 0.5);
+        assert_eq!(bands[1].positions, 0);
+        // Bin 9: conf 2.945 over 3, right 2: |2.945 − 2| / 4; bin 3: 0.3 / 4.
+        assert!((ece - (0.945 + 0.3) / 4.0).abs() < 1e-6, "{ece}");
     }
 }

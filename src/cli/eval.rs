@@ -101,6 +101,21 @@ pub fn run(a: EvalArgs) -> Result<()> {
             100.0 * b.low_margin_at_reject,
             100.0 * b.risky_precision
         );
+        println!(
+            "   draft reliability over the positions the verifier judged (calibration error {:.3}):",
+            b.calibration_error
+        );
+        for band in &b.reliability {
+            println!(
+                "     top probability {:.2}–{:.2}: {:>6} positions, mean {:.3}, top choice right {:>5.1}%, {:>5.1}% of 1st rejections",
+                band.from,
+                band.to,
+                band.positions,
+                band.mean_confidence,
+                100.0 * band.right,
+                100.0 * band.of_rejections
+            );
+        }
         for (fam, m) in &b.mean_accept_by_family {
             let hist = &b.hist_by_family[fam];
             println!(

@@ -25,6 +25,10 @@ pub struct RoundRecord {
     /// At the first rejection, the verifier's token is the draft's second choice
     /// (drafts recorded with their top-k only).
     pub second_choice_right: Option<bool>,
+    /// The draft positions the verifier judged (1 up to the first rejection, or the
+    /// whole block): the draft's top probability there and whether its top choice
+    /// was the verifier's token (drafts recorded with detail only).
+    pub judged: Vec<(f32, bool)>,
     /// Positions the draft flagged risky.
     pub risky: Vec<usize>,
     /// The block came from a branch of the previous round.
@@ -94,6 +98,12 @@ pub fn round_records<'a>(events: impl IntoIterator<Item = &'a DecodeEvent>) -> V
                     let verifier = verifier_tokens.get(i)?;
                     Some(pos.top.get(1).is_some_and(|t| t.0 == *verifier))
                 });
+                let judged_len = first_reject.unwrap_or(detail.len()).min(detail.len());
+                let judged = detail[..judged_len]
+                    .iter()
+                    .zip(verifier_tokens)
+                    .filter_map(|(pos, v)| pos.top.first().map(|t| (t.1, t.0 == *v)))
+                    .collect();
                 last.insert(*req, out.len());
                 out.push(RoundRecord {
                     req: *req,
@@ -104,6 +114,7 @@ pub fn round_records<'a>(events: impl IntoIterator<Item = &'a DecodeEvent>) -> V
                     first_reject: *first_reject,
                     margin_at_reject,
                     second_choice_right,
+                    judged,
                     risky,
                     reused,
                     built: built.remove(req).unwrap_or_default(),
@@ -200,5 +211,15 @@ mod tests {
             "9 was the draft's second"
         );
         assert!((r[1].margin_at_reject.unwrap() - 0.1).abs() < 1e-6);
+        assert_eq!(
+            r[0].judged,
+            vec![(0.9, true)],
+            "a full block: every position"
+        );
+        assert_eq!(
+            r[1].judged,
+            vec![(0.9, true), (0.5, false)],
+            "up to the first rejection, not past it"
+        );
     }
 }
