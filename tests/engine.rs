@@ -8,7 +8,7 @@ use std::time::Duration;
 use common::fixture_prompts;
 use specscope::engine::events::{Rule, Tally};
 use specscope::engine::{
-    Blocks, DecodeEvent, DecodeOptions, EngineCommand, EngineHandle, Mode, NullSink, Preset,
+    Blocks, Clock, DecodeEvent, DecodeOptions, EngineCommand, EngineHandle, Mode, NullSink, Preset,
     Scheduler, StopReason, Submit, VecSink,
 };
 use specscope::trace::{Summary, TraceEvent};
@@ -342,7 +342,10 @@ fn the_throughput_policy_runs_every_rule_and_stays_lossless() {
         },
     );
     for learn in [true, false] {
-        let mut sched = Scheduler::new(model.clone(), None).with_cost_learning(learn);
+        // Priced time: which rules run does not hang on this machine's load.
+        let mut sched = Scheduler::new(model.clone(), None)
+            .with_cost_learning(learn)
+            .with_clock(Clock::Priced);
         for p in &prompts {
             let s = Submit {
                 prompt: p.clone(),
@@ -386,6 +389,42 @@ fn the_throughput_policy_runs_every_rule_and_stays_lossless() {
             sched.cost().source
         );
     }
+}
+
+/// On the priced clock the throughput policy's choices are a function of the prompts
+/// alone: two runs choose the same block sizes by the same rules.
+#[test]
+fn the_priced_clock_makes_the_policy_repeatable() {
+    let (model, prompts) = fixture_prompts(3);
+    let o = DecodeOptions {
+        max_new_tokens: 48,
+        ..Preset::Throughput.options()
+    };
+    let choices = || {
+        let mut sched = Scheduler::new(model.clone(), None).with_clock(Clock::Priced);
+        for p in &prompts {
+            let s = Submit {
+                prompt: p.clone(),
+                options: o.clone(),
+                family: None,
+            };
+            sched.submit(s, &mut NullSink).unwrap();
+        }
+        let mut sink = VecSink::default();
+        sched.run_to_completion(&mut sink).unwrap();
+        sink.events
+            .iter()
+            .filter_map(|e| match e {
+                DecodeEvent::BlockChosen {
+                    req, block, reason, ..
+                } => Some((*req, *block, reason.rule)),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    let first = choices();
+    assert!(first.len() > 10, "{first:?}");
+    assert_eq!(first, choices());
 }
 
 /// The paper preset drafts every round (no AR steps: 1 is not in its sizes) and builds

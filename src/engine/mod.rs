@@ -23,5 +23,5 @@ pub use events::{
     DecodeEvent, EventSink, Mode, NullSink, RequestStats, StopReason, Tally, VecSink,
 };
 pub use options::{Blocks, DecodeOptions, Preset};
-pub use scheduler::{Batching, Finished, Scheduler, Submit};
+pub use scheduler::{Batching, Clock, Finished, Scheduler, Submit};
 pub use worker::{EngineCommand, EngineHandle, Timed};

@@ -65,10 +65,22 @@ pub(super) struct Plan {
     branches: Vec<Branch>,
 }
 
-/// When a forward started, how long the forward itself took, and what it computed.
+/// When a forward started, what it computed and its price on the profile's machine.
 struct Timing {
     start: Instant,
     shape: ForwardShape,
+    priced_ms: f64,
+}
+
+/// What the block policy's clock reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Clock {
+    /// This machine's wall clock (the policy measures the machine it runs on).
+    #[default]
+    Wall,
+    /// The starting cost profile's prices: the same prompts make the same choices on
+    /// any machine under any load (tests of which rules run).
+    Priced,
 }
 
 /// The decoding core: owns the model, every request's state and the block policy.
@@ -88,6 +100,7 @@ pub struct Scheduler {
     batching: Batching,
     /// Tokens committed so far by every request.
     committed: usize,
+    clock: Clock,
 }
 
 impl Scheduler {
@@ -109,7 +122,14 @@ impl Scheduler {
             counts: ForwardCounts::default(),
             batching: Batching::default(),
             committed: 0,
+            clock: Clock::Wall,
         }
+    }
+
+    /// What the policy times rounds and forwards by (the wall clock by default).
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
     }
 
     pub fn with_batching(mut self, batching: Batching) -> Self {
@@ -205,6 +225,7 @@ impl Scheduler {
         // Requests that stopped at their first token leave before indices are planned.
         self.finish_done(sink);
         let start = Instant::now();
+        let priced_before = self.counts.modeled_ms;
         let committed = self.committed;
         let live: Vec<usize> = (0..self.requests.len()).filter(|&i| self.live(i)).collect();
         let max_pos = self.model.config().max_position_embeddings;
@@ -247,7 +268,10 @@ impl Scheduler {
             self.verify_group(group, sink)?;
         }
         self.finish_done(sink);
-        let round_ms = start.elapsed().as_secs_f64() * 1e3;
+        let round_ms = match self.clock {
+            Clock::Wall => start.elapsed().as_secs_f64() * 1e3,
+            Clock::Priced => self.counts.modeled_ms - priced_before,
+        };
         self.policy
             .end_round(live.len(), self.committed - committed, round_ms);
         Ok(())
@@ -289,6 +313,7 @@ impl Scheduler {
                 .with_context(|| format!("{} forward", phase.name()))?
         };
         let ms = start.elapsed().as_secs_f64() * 1e3;
+        let priced_ms = self.price_list.predict(&shape);
         let c = &mut self.counts;
         match phase {
             Phase::Prefill => c.prefill += 1,
@@ -299,7 +324,7 @@ impl Scheduler {
         if phase != Phase::Prefill {
             c.rows += batch.rows.len();
             c.query_tokens += batch.num_tokens();
-            c.modeled_ms += self.price_list.predict(&shape);
+            c.modeled_ms += priced_ms;
         }
         sink.emit(DecodeEvent::Forward {
             phase,
@@ -308,12 +333,22 @@ impl Scheduler {
             requests: reqs.len(),
             ms,
         });
-        Ok((logits, Timing { start, shape }))
+        Ok((
+            logits,
+            Timing {
+                start,
+                shape,
+                priced_ms,
+            },
+        ))
     }
 
     /// The policy learns the forward's time with its signals and verdicts.
     fn learn_cost(&mut self, t: &Timing) {
-        let ms = t.start.elapsed().as_secs_f64() * 1e3;
+        let ms = match self.clock {
+            Clock::Wall => t.start.elapsed().as_secs_f64() * 1e3,
+            Clock::Priced => t.priced_ms,
+        };
         self.policy.observe_forward(&t.shape, ms);
     }
 
