@@ -8,8 +8,8 @@ use std::time::Duration;
 use common::fixture_prompts;
 use specscope::engine::events::{Rule, Tally};
 use specscope::engine::{
-    Blocks, Clock, DecodeEvent, DecodeOptions, EngineCommand, EngineHandle, Mode, NullSink, Preset,
-    Scheduler, StopReason, Submit, VecSink,
+    Blocks, Clock, DecodeEvent, DecodeOptions, EngineCommand, EngineHandle, EventSink, Mode,
+    NullSink, Preset, Scheduler, StopReason, Submit, VecSink,
 };
 use specscope::trace::{Summary, TraceEvent};
 
@@ -28,22 +28,41 @@ fn run_all(
     prompts: &[Vec<u32>],
     o: &DecodeOptions,
 ) -> Vec<specscope::engine::Finished> {
+    run_all_into(sched, prompts, o, &mut NullSink)
+}
+
+/// `run_all`, its events into `sink`.
+fn run_all_into(
+    sched: &mut Scheduler,
+    prompts: &[Vec<u32>],
+    o: &DecodeOptions,
+    sink: &mut dyn EventSink,
+) -> Vec<specscope::engine::Finished> {
     for p in prompts {
-        sched
-            .submit(
-                Submit {
-                    prompt: p.clone(),
-                    options: o.clone(),
-                    family: None,
-                },
-                &mut NullSink,
-            )
-            .unwrap();
+        let s = Submit {
+            prompt: p.clone(),
+            options: o.clone(),
+            family: None,
+        };
+        sched.submit(s, sink).unwrap();
     }
-    sched.run_to_completion(&mut NullSink).unwrap();
+    sched.run_to_completion(sink).unwrap();
     let mut f = sched.take_finished();
     f.sort_by_key(|f| f.id);
     f
+}
+
+/// Every block choice of a run: request, block size, rule.
+fn block_choices(events: &[DecodeEvent]) -> Vec<(u64, usize, Rule)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            DecodeEvent::BlockChosen {
+                req, block, reason, ..
+            } => Some((*req, *block, reason.rule)),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Every round of a block mode drafts or reuses a branch; a hit saves exactly one draft
@@ -346,28 +365,14 @@ fn the_throughput_policy_runs_every_rule_and_stays_lossless() {
         let mut sched = Scheduler::new(model.clone(), None)
             .with_cost_learning(learn)
             .with_clock(Clock::Priced);
-        for p in &prompts {
-            let s = Submit {
-                prompt: p.clone(),
-                options: o.clone(),
-                family: None,
-            };
-            sched.submit(s, &mut NullSink).unwrap();
-        }
         let mut sink = VecSink::default();
-        sched.run_to_completion(&mut sink).unwrap();
-        let mut done = sched.take_finished();
-        done.sort_by_key(|f| f.id);
+        let done = run_all_into(&mut sched, &prompts, &o, &mut sink);
         for (d, l) in done.iter().zip(&linear) {
             assert_eq!(d.tokens, l.tokens, "learning {learn}");
         }
-        let rules: Vec<Rule> = sink
-            .events
-            .iter()
-            .filter_map(|e| match e {
-                DecodeEvent::BlockChosen { reason, .. } => Some(reason.rule),
-                _ => None,
-            })
+        let rules: Vec<Rule> = block_choices(&sink.events)
+            .into_iter()
+            .map(|c| c.2)
             .collect();
         let mut seen = std::collections::BTreeMap::new();
         for r in &rules {
@@ -402,25 +407,9 @@ fn the_priced_clock_makes_the_policy_repeatable() {
     };
     let choices = || {
         let mut sched = Scheduler::new(model.clone(), None).with_clock(Clock::Priced);
-        for p in &prompts {
-            let s = Submit {
-                prompt: p.clone(),
-                options: o.clone(),
-                family: None,
-            };
-            sched.submit(s, &mut NullSink).unwrap();
-        }
         let mut sink = VecSink::default();
-        sched.run_to_completion(&mut sink).unwrap();
-        sink.events
-            .iter()
-            .filter_map(|e| match e {
-                DecodeEvent::BlockChosen {
-                    req, block, reason, ..
-                } => Some((*req, *block, reason.rule)),
-                _ => None,
-            })
-            .collect::<Vec<_>>()
+        run_all_into(&mut sched, &prompts, &o, &mut sink);
+        block_choices(&sink.events)
     };
     let first = choices();
     assert!(first.len() > 10, "{first:?}");

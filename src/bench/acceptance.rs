@@ -137,16 +137,15 @@ pub fn reliability(judged: &[(f32, bool, bool)]) -> (Vec<ConfidenceBand>, f64) {
             }
         })
         .collect();
-    let mut bins = [(0.0f64, 0usize, 0usize); 10];
+    let mut bins = [(0.0f64, 0usize); 10];
     for &(c, right, _) in judged {
         let b = &mut bins[((c * 10.0) as usize).min(9)];
-        *b = (b.0 + f64::from(c), b.1 + usize::from(right), b.2 + 1);
+        *b = (b.0 + f64::from(c), b.1 + usize::from(right));
     }
     let total = judged.len().max(1) as f64;
     let ece = bins
         .iter()
-        .filter(|b| b.2 > 0)
-        .map(|&(conf, right, _)| (conf - right as f64).abs() / total)
+        .map(|&(conf, right)| (conf - right as f64).abs() / total)
         .sum();
     (bands, ece)
 }
