@@ -411,6 +411,11 @@ fn actions_produce_effects_and_walk_rounds() {
     update(&mut s, Msg::Input(InputEdit::Insert('x')));
     assert!(update(&mut s, Msg::Action(Action::Submit)).is_empty());
     assert_eq!(s.status.notice.as_ref().unwrap().level, Level::Warning);
+    // Esc with the position inspector open closes it and leaves the answer running;
+    // the next Esc stops the answer.
+    s.rounds.selected = Some(1);
+    assert!(update(&mut s, Msg::Action(Action::Stop)).is_empty());
+    assert_eq!(s.rounds.selected, None);
     assert_eq!(
         update(&mut s, Msg::Action(Action::Stop)),
         vec![Effect::Cancel(1)]
@@ -426,8 +431,13 @@ fn actions_produce_effects_and_walk_rounds() {
     finish(&mut s);
     // Walked back, then a new message: the round pane follows the new answer.
     s.rounds.view = Some(0);
+    s.rounds.selected = Some(0);
     let fx = update(&mut s, Msg::Action(Action::Submit));
     assert_eq!(s.rounds.view, None);
+    assert_eq!(
+        s.rounds.selected, None,
+        "the inspector closes with a new answer"
+    );
     match &fx[..] {
         [Effect::Submit {
             messages,

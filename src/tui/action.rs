@@ -11,7 +11,7 @@ pub enum Action {
     Submit,
     /// Insert a line break in the input box.
     Newline,
-    /// Stop the answer being generated.
+    /// Close the position inspector, or else stop the answer being generated.
     Stop,
     /// Stop generating; when idle, clear the input; pressed again, quit.
     Interrupt,
@@ -135,7 +135,7 @@ impl Action {
         match self {
             Action::Submit => "send the message",
             Action::Newline => "new line in the input",
-            Action::Stop => "stop generating; when idle, close the position inspector",
+            Action::Stop => "close the position inspector; else stop generating",
             Action::Interrupt => "stop / clear input / quit (twice)",
             Action::Quit => "quit",
             Action::Help => "this help",

@@ -38,6 +38,7 @@ pub const LEGEND: &[(&str, &str)] = &[
     ("tok/s", "tokens per second of forward time (the screen's own time left out)"),
     ("drafting × AR", "drafting's tokens per ms of forward time against AR steps', on this machine"),
     ("· and ⏎", "in token text: a space at the token's start, and a newline"),
+    ("<|im_end|> <|im_start|> <s>", "the chat template's special tokens: <|im_end|> ends the answer (the model's end of turn); drafts often run on past it into a next turn's template, which is never kept"),
     ("+token", "the bonus token after the verdict"),
     ("◀", "the block size chosen among the candidates"),
     ("[a b …]", "a branch row's first drafted tokens"),

@@ -78,7 +78,7 @@ fn markers(s: &State, t: &Theme, keys: &Keymap, with_keys: bool) -> Vec<(String,
     if let Some(r) = &st.replay {
         right.push((
             format!(
-                "{} replay {}/{} · {}",
+                "{} replay event {}/{} · {}",
                 if r.playing { "▶" } else { "⏸" },
                 r.pos,
                 r.len,

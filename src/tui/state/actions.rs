@@ -31,8 +31,10 @@ fn submit(s: &mut State, text: String, history_end: usize, regenerate: bool) -> 
         messages.drain(..from);
     }
     messages.push(ChatMessage::new("user", &text));
-    // A new answer is what one wants to watch: the round pane follows it again.
+    // A new answer is what one wants to watch: the round pane follows it again, and
+    // the inspector (a position of the old round) closes.
     s.rounds.view = None;
+    s.rounds.selected = None;
     Effect::Submit {
         messages,
         text,
@@ -79,15 +81,15 @@ pub(super) fn on_action(s: &mut State, a: Action) -> Vec<Effect> {
             fx.push(submit(s, text, i, true));
         }
         Action::Newline => s.chat.input.newline(),
+        // Esc closes what is open first (one reaches for it to dismiss the inspector,
+        // often while paused), and stops the answer only when nothing is.
         Action::Stop => match s.session.active() {
+            _ if s.rounds.selected.is_some() => s.rounds.selected = None,
             Some(req) if !s.replaying() => {
                 fx.push(Effect::Cancel(req));
                 s.notice("stopped", Level::Info);
             }
-            _ => {
-                s.help = false;
-                s.rounds.selected = None;
-            }
+            _ => s.help = false,
         },
         Action::Interrupt => {
             if s.status.quit_armed {
