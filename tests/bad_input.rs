@@ -109,13 +109,39 @@ fn unusable_numbers_in_the_config_are_refused() {
 }
 
 #[test]
-fn nan_weights_stop_the_request_with_an_error_not_token_0_forever() {
+fn nan_weights_are_refused_naming_the_file_and_tensor() {
+    for bad in [f32::NAN, f32::INFINITY] {
+        let dir = common::checkpoint(&Spec::toy());
+        let mut w = weights(dir.path());
+        let h = w["encoder.norm.weight"].dims1().unwrap();
+        let mut v = vec![1.0f32; h];
+        v[3] = bad;
+        v[5] = bad;
+        w.insert(
+            "encoder.norm.weight".into(),
+            Tensor::from_vec(v, h, &Device::Cpu).unwrap(),
+        );
+        save(dir.path(), "model.safetensors", &w);
+        let e = load_err(dir.path());
+        assert!(
+            e.contains("model.safetensors")
+                && e.contains("encoder.norm.weight")
+                && e.contains("2 NaN or infinite values (the first at element 3)"),
+            "{e}"
+        );
+    }
+}
+
+/// Finite weights whose products overflow: the request stops with an error instead
+/// of emitting token 0 for ever.
+#[test]
+fn overflowing_weights_stop_the_request_with_an_error_not_token_0_forever() {
     let dir = common::checkpoint(&Spec::toy());
     let mut w = weights(dir.path());
     let h = w["encoder.norm.weight"].dims1().unwrap();
     w.insert(
         "encoder.norm.weight".into(),
-        Tensor::from_vec(vec![f32::NAN; h], h, &Device::Cpu).unwrap(),
+        Tensor::from_vec(vec![f32::MAX; h], h, &Device::Cpu).unwrap(),
     );
     save(dir.path(), "model.safetensors", &w);
     let (m, _) = model::load(&files(dir.path()), &Device::Cpu, LoadOptions::default()).unwrap();
@@ -158,7 +184,12 @@ fn weights_the_config_does_not_describe_are_errors() {
     );
     save(dir.path(), "model.safetensors", &w);
     let e = load_err(dir.path());
-    assert!(e.contains("encoder.layers.0.extra.weight"), "{e}");
+    assert!(
+        e.contains("model.safetensors: holds a tensor this architecture does not use")
+            && e.contains("encoder.layers.0.extra.weight")
+            && e.contains("config.json"),
+        "{e}"
+    );
     // A wrong shape names the tensor.
     let dir = common::checkpoint(&Spec::toy());
     edit_config(dir.path(), |v| v["intermediate_size"] = 96.into());
@@ -307,6 +338,62 @@ fn templates_are_bounded_and_tokenizers_checked() {
     let tok = model::load_tokenizer(&f, m.config()).unwrap();
     let w = tok.vocab_warning(m.config()).expect("a warning");
     assert!(w.contains("4096"), "{w}");
+    // A tokenizer id the embedding has no row for is refused when it loads.
+    let mut small = m.config().clone();
+    small.vocab_size = 100;
+    let e = format!("{:#}", model::load_tokenizer(&f, &small).err().unwrap());
+    assert!(
+        e.contains("tokenizer.json")
+            && e.contains("config.json")
+            && e.contains("vocab_size is 100"),
+        "{e}"
+    );
+}
+
+/// Prompt files: an empty one, a `--skip` past every prompt and a prompt longer than
+/// the context each fail naming the file (and line).
+#[test]
+fn prompt_files_fail_naming_their_line() {
+    use specscope::bench::prompts::{encode, read_prompt_file};
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.jsonl");
+    std::fs::write(&empty, "\n\n").unwrap();
+    let e = format!("{:#}", read_prompt_file(&empty).unwrap_err());
+    assert!(e.contains("empty.jsonl: no prompts"), "{e}");
+
+    let file = dir.path().join("p.jsonl");
+    let long = "word ".repeat(3000);
+    std::fs::write(
+        &file,
+        format!(
+            "{}\n\n{}\n",
+            serde_json::json!({"prompt": "hi", "family": "qa"}),
+            serde_json::json!({"prompt": long, "family": "qa"})
+        ),
+    )
+    .unwrap();
+    let records = read_prompt_file(&file).unwrap();
+    let files = ModelSource::Local(common::fixture_dir()).resolve().unwrap();
+    let (m, _) = model::load(&files, &Device::Cpu, LoadOptions::default()).unwrap();
+    let tok = model::load_tokenizer(&files, m.config()).unwrap();
+    let context = m.config().max_position_embeddings;
+    let e = format!(
+        "{:#}",
+        encode(&records, &tok, 0, None, context).unwrap_err()
+    );
+    assert!(
+        e.contains("p.jsonl:3: the prompt has") && e.contains(&format!("context is {context}")),
+        "{e}"
+    );
+    assert_eq!(
+        encode(&records, &tok, 0, Some(1), context).unwrap().len(),
+        1
+    );
+    let e = format!(
+        "{:#}",
+        encode(&records, &tok, 2, None, context).unwrap_err()
+    );
+    assert!(e.contains("--skip 2"), "{e}");
 }
 
 /// Cases of the mutation loop.

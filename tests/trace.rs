@@ -521,3 +521,116 @@ fn huge_counts_and_times_are_refused_with_their_line() {
     );
     assert!(e.contains("rec:1") && e.contains("temperature"), "{e}");
 }
+
+/// The demo's lines edited as a splice or a hand edit would, `seq` renumbered so only
+/// the order itself is wrong: each is refused at its line, naming what is wrong.
+#[test]
+fn events_out_of_order_are_refused_with_their_line() {
+    let bytes = demo_bytes();
+    let text = std::str::from_utf8(&bytes).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let find = |kind: &str| {
+        let tag = format!("\"kind\":\"{kind}\"");
+        lines.iter().position(|l| l.contains(&tag)).unwrap()
+    };
+    // Events only, with `seq` rewritten in file order.
+    let renumber = |ls: &[&str]| -> Vec<u8> {
+        let mut out = vec![ls[0].to_string()];
+        for (i, l) in ls[1..].iter().enumerate() {
+            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["seq"] = serde_json::json!(i);
+            out.push(v.to_string());
+        }
+        (out.join("\n") + "\n").into_bytes()
+    };
+    let refused = |ls: &[&str], line: usize, want: &str| {
+        let e = format!("{:#}", parse_trace(&renumber(ls), "rec").unwrap_err());
+        assert!(
+            e.starts_with(&format!("rec:{line}: ")) && e.contains(want),
+            "{e}"
+        );
+    };
+    let (finished, verified, committed) = (find("request_finished"), find("verified"), {
+        // A round's commit, not the prefill's seed (round 0).
+        lines
+            .iter()
+            .position(|l| l.contains("\"kind\":\"committed\"") && !l.contains("\"round\":0"))
+            .unwrap()
+    });
+    let started = find("request_started");
+    let end = lines.len() - 1;
+    assert!(lines[end].contains("session_end"));
+
+    let dup = |at: usize| {
+        let mut ls = lines.clone();
+        ls.insert(at + 1, lines[at]);
+        ls
+    };
+    refused(&dup(finished), finished + 2, "request 1 already finished");
+    refused(
+        &dup(verified),
+        verified + 2,
+        "a second `verified` for round 1 of request 1",
+    );
+    refused(&dup(committed), committed + 2, "a second `committed`");
+    refused(&dup(started), started + 2, "request 1 starts again");
+    // An event moved before its request starts.
+    let mut ls = lines.clone();
+    let v = ls.remove(verified);
+    ls.insert(1, v);
+    refused(&ls, 2, "request 1 has no `request_started`");
+    // A request finished, then more of its rounds.
+    let mut ls = lines.clone();
+    let f = ls.remove(finished);
+    ls.insert(verified, f);
+    refused(&ls, verified + 2, "request 1 already finished");
+    // Two recordings spliced: something after the first's `session_end`.
+    let mut ls = lines.clone();
+    ls.insert(end, lines[end]);
+    refused(&ls, end + 2, "after `session_end`");
+    // Lines swapped without renumbering: `seq` goes back.
+    let mut ls = lines.clone();
+    ls.swap(5, 9);
+    let e = format!(
+        "{:#}",
+        parse_trace((ls.join("\n") + "\n").as_bytes(), "rec").unwrap_err()
+    );
+    // Line 6 now holds seq 8, so line 7 (seq 5) is the first out of turn.
+    assert!(
+        e.starts_with("rec:7: ") && e.contains("out of order"),
+        "{e}"
+    );
+    // The untouched demo reads, renumbered or not.
+    parse_trace(&renumber(&lines), "rec").unwrap();
+}
+
+/// A header version that is not a number is named as the file has it.
+#[test]
+fn header_versions_are_quoted_as_written() {
+    let bytes = demo_bytes();
+    let text = std::str::from_utf8(&bytes).unwrap();
+    for (field, value, want) in [
+        ("version", serde_json::json!(-1), "recording version -1"),
+        ("version", serde_json::json!("1"), "recording version \"1\""),
+        ("event_version", serde_json::json!(2.5), "event version 2.5"),
+    ] {
+        let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+        let mut h: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
+        h[field] = value;
+        lines[0] = h.to_string();
+        let e = format!(
+            "{:#}",
+            parse_trace((lines.join("\n") + "\n").as_bytes(), "rec").unwrap_err()
+        );
+        assert!(e.starts_with("rec:1: ") && e.contains(want), "{e}");
+    }
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let mut h: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
+    h.as_object_mut().unwrap().remove("version");
+    lines[0] = h.to_string();
+    let e = format!(
+        "{:#}",
+        parse_trace((lines.join("\n") + "\n").as_bytes(), "rec").unwrap_err()
+    );
+    assert!(e.contains("version (missing)"), "{e}");
+}

@@ -29,6 +29,9 @@ pub struct PromptRecord {
     /// Strings a faithful answer contains (the prompt's names, numbers, list, words).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub expect: Vec<String>,
+    /// `FILE:LINE` it was read from (empty when made in memory), for messages.
+    #[serde(skip)]
+    pub source: String,
 }
 
 fn other() -> String {
@@ -74,7 +77,16 @@ pub fn read_prompt_file(path: &Path) -> Result<Vec<PromptRecord>> {
         if rec.prompt.trim().is_empty() {
             bail!("{}:{}: empty prompt", path.display(), i + 1);
         }
-        out.push(rec);
+        out.push(PromptRecord {
+            source: format!("{}:{}", path.display(), i + 1),
+            ..rec
+        });
+    }
+    if out.is_empty() {
+        bail!(
+            "{}: no prompts (expected one JSON record per line)",
+            path.display()
+        );
     }
     Ok(out)
 }
@@ -97,20 +109,40 @@ pub fn per_family(
 }
 
 /// Encodes records with the chat template, keeping at most `limit` per family after
-/// the first `skip` of each.
+/// the first `skip` of each; a prompt that does not fit a `context` of tokens (with
+/// room for one more) fails naming its line.
 pub fn encode(
     records: &[PromptRecord],
     tok: &TextTokenizer,
     skip: usize,
     limit: Option<usize>,
+    context: usize,
 ) -> Result<Vec<BenchPrompt>> {
-    per_family(records, skip, limit)
-        .into_iter()
+    let kept = per_family(records, skip, limit);
+    if kept.is_empty() {
+        bail!(
+            "no prompts left to run: --skip {skip} passes over every one of the {} read",
+            records.len()
+        );
+    }
+    kept.into_iter()
         .map(|r| {
+            let at = || match r.source.as_str() {
+                "" => format!("the prompt `{}`", r.prompt),
+                s => s.to_string(),
+            };
+            let tokens = tok.encode_chat(&r.messages(), false).with_context(at)?;
+            if tokens.len() >= context {
+                bail!(
+                    "{}: the prompt has {} tokens (with its chat template and history), but the model's context is {context}",
+                    at(),
+                    tokens.len()
+                );
+            }
             Ok(BenchPrompt {
                 family: r.family.clone(),
                 task: r.task.clone(),
-                tokens: tok.encode_chat(&r.messages(), false)?,
+                tokens,
                 answer: r.answer.clone(),
                 expect: r.expect.clone(),
             })
@@ -134,6 +166,7 @@ mod tests {
                 history: Vec::new(),
                 answer: None,
                 expect: Vec::new(),
+                source: String::new(),
             })
             .collect();
         let names = |skip, limit| -> Vec<String> {

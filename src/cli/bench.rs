@@ -89,8 +89,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     let cfgs = configs(&a.configs, &a.blocks, &a.row_tables, &base)?;
     let records = a.prompts.records()?;
     let loaded = a.model.load()?;
-    let prompts = a.prompts.encode(&records, &loaded.tokenizer)?;
-    ensure!(!prompts.is_empty(), "no prompts to run");
+    let prompts = a.prompts.encode(&records, &loaded)?;
     let tables = match &a.tables {
         Some(p) => SurvivalTables::from_file(p)?,
         None => SurvivalTables::builtin(),

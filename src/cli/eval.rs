@@ -31,7 +31,7 @@ pub struct EvalArgs {
 pub fn run(a: EvalArgs) -> Result<()> {
     let records = a.prompts.records_or(&["math", "code", "qa", "first"])?;
     let loaded = a.model.load()?;
-    let prompts = a.prompts.encode(&records, &loaded.tokenizer)?;
+    let prompts = a.prompts.encode(&records, &loaded)?;
     let mut progress = super::progress::Progress::new("eval", 1);
     let rep = evaluate(
         &loaded.model,

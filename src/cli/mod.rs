@@ -176,12 +176,19 @@ impl PromptFileArgs {
         Ok(records)
     }
 
+    /// The records kept by `--skip` and `--limit`, encoded for `loaded`'s model.
     pub fn encode(
         &self,
         records: &[specscope::bench::prompts::PromptRecord],
-        tok: &TextTokenizer,
+        loaded: &Loaded,
     ) -> Result<Vec<specscope::bench::prompts::BenchPrompt>> {
-        specscope::bench::prompts::encode(records, tok, self.skip, self.limit)
+        specscope::bench::prompts::encode(
+            records,
+            &loaded.tokenizer,
+            self.skip,
+            self.limit,
+            loaded.model.config().max_position_embeddings,
+        )
     }
 }
 

@@ -36,7 +36,7 @@ pub struct SurvivalArgs {
 pub fn run(a: SurvivalArgs) -> Result<()> {
     let records = a.prompts.records()?;
     let loaded = a.model.load()?;
-    let prompts = a.prompts.encode(&records, &loaded.tokenizer)?;
+    let prompts = a.prompts.encode(&records, &loaded)?;
     let mut samples = Vec::new();
     let mut progress = super::progress::Progress::new("survival", prompts.len() as u64);
     for (i, p) in prompts.iter().enumerate() {

@@ -117,6 +117,8 @@ fn record(args: RecordArgs) -> Result<()> {
     let pricing = args.decode.cost.pricing()?;
     let records = args.prompts.records()?;
     let loaded = args.model.load()?;
+    // Encoded first: a prompt that does not fit fails naming its line, before the file.
+    let prompts = args.prompts.encode(&records, &loaded)?;
     let header = loaded.trace_header(&options, &pricing);
     let rec = Recorder::create(&args.out, &header)?;
     let mut sink = RecordSink {
@@ -127,8 +129,8 @@ fn record(args: RecordArgs) -> Result<()> {
     };
     let mut sched = loaded.scheduler(&pricing);
     let mut id = 1;
-    for r in per_family(&records, args.prompts.skip, args.prompts.limit) {
-        let prompt = loaded.tokenizer.encode_chat(&r.messages(), false)?;
+    let kept = per_family(&records, args.prompts.skip, args.prompts.limit);
+    for (r, p) in kept.into_iter().zip(prompts) {
         sink.write(
             SessionEvent::UserMessage {
                 req: id,
@@ -140,9 +142,9 @@ fn record(args: RecordArgs) -> Result<()> {
         sched.submit_with_id(
             id,
             Submit {
-                prompt,
+                prompt: p.tokens,
                 options: options.clone(),
-                family: Some(r.family.clone()),
+                family: Some(p.family),
             },
             &mut sink,
         )?;

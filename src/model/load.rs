@@ -128,9 +128,14 @@ pub fn load(files: &ModelFiles, device: &Device, opts: LoadOptions) -> Result<(M
     }
     if !unexpected.is_empty() && !opts.allow_unexpected {
         let shown: Vec<&str> = unexpected.iter().take(5).map(String::as_str).collect();
+        // The file of the first one (a sharded checkpoint may spread them).
+        let file = &shards.names[shards.entry(&unexpected[0])?.shard];
         bail!(
-            "the weights hold {} tensors this architecture does not use ({}{}) : a different model, or a config.json that does not match it",
-            unexpected.len(),
+            "{file}: holds {} this architecture does not use ({}{}): a different model, or a config.json ({config}) that does not match it",
+            match unexpected.len() {
+                1 => "a tensor".to_string(),
+                n => format!("{n} tensors"),
+            },
             shown.join(", "),
             if unexpected.len() > 5 { ", …" } else { "" }
         );

@@ -122,6 +122,15 @@ impl TextTokenizer {
         self.inner.token_to_id(token)
     }
 
+    /// The token with the largest id (added tokens included).
+    pub fn largest_id(&self) -> Option<(u32, String)> {
+        self.inner
+            .get_vocab(true)
+            .into_iter()
+            .max_by_key(|(_, id)| *id)
+            .map(|(t, id)| (id, t))
+    }
+
     pub fn vocab_size(&self) -> usize {
         self.inner.get_vocab_size(true)
     }

@@ -206,6 +206,9 @@ impl Shards {
         let n = e.len as usize / e.dtype.size_in_bytes();
         let mut buf = vec![0u8; SLICE.min(e.len as usize).max(1)];
         let mut left = e.len as usize;
+        // NaN or infinity in a weight would surface later as non-finite logits far
+        // from the file at fault.
+        let mut bad = Bad::default();
         macro_rules! convert {
             ($t:ty, $from_f32:expr) => {{
                 let mut out: Vec<$t> = Vec::with_capacity(n);
@@ -214,8 +217,14 @@ impl Shards {
                     let chunk = &mut buf[..take];
                     f.read_exact(chunk)
                         .with_context(|| format!("{file}: cannot read tensor `{name}`"))?;
-                    push_as(e.dtype, chunk, &mut out, $from_f32);
+                    push_as(e.dtype, chunk, &mut out, &mut bad, $from_f32);
                     left -= take;
+                }
+                if let Some(first) = bad.first {
+                    bail!(
+                        "{file}: tensor `{name}` holds {} NaN or infinite values (the first at element {first}): the file is corrupt",
+                        bad.count
+                    );
                 }
                 Tensor::from_vec(out, e.shape.as_slice(), dev)?
             }};
@@ -230,29 +239,38 @@ impl Shards {
     }
 }
 
-/// Appends the values of `bytes` (little-endian `from`) to `out`, converted. Values of
-/// the same dtype are copied exactly (bf16 → bf16 goes through f32, which holds every
-/// bf16 and f16 value).
-fn push_as<T>(from: DType, bytes: &[u8], out: &mut Vec<T>, conv: impl Fn(f32) -> T) {
+/// Non-finite values met while reading a tensor.
+#[derive(Debug, Default)]
+struct Bad {
+    count: usize,
+    /// Index of the first, in the tensor.
+    first: Option<usize>,
+}
+
+/// Appends the values of `bytes` (little-endian `from`) to `out`, converted, counting
+/// the non-finite ones in `bad`. Values of the same dtype are copied exactly (bf16 →
+/// bf16 goes through f32, which holds every bf16 and f16 value).
+fn push_as<T>(from: DType, bytes: &[u8], out: &mut Vec<T>, bad: &mut Bad, conv: impl Fn(f32) -> T) {
+    let mut push = |x: f32| {
+        if !x.is_finite() {
+            bad.first.get_or_insert(out.len());
+            bad.count += 1;
+        }
+        out.push(conv(x));
+    };
     match from {
-        DType::F32 => out.extend(
-            bytes
-                .chunks_exact(4)
-                .map(|b| conv(f32::from_le_bytes([b[0], b[1], b[2], b[3]]))),
-        ),
-        DType::BF16 => out.extend(
-            bytes
-                .chunks_exact(2)
-                .map(|b| conv(bf16::from_le_bytes([b[0], b[1]]).to_f32())),
-        ),
-        DType::F16 => out.extend(
-            bytes
-                .chunks_exact(2)
-                .map(|b| conv(f16::from_le_bytes([b[0], b[1]]).to_f32())),
-        ),
-        DType::F64 => out.extend(bytes.chunks_exact(8).map(|b| {
-            conv(f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]) as f32)
-        })),
+        DType::F32 => bytes
+            .chunks_exact(4)
+            .for_each(|b| push(f32::from_le_bytes([b[0], b[1], b[2], b[3]]))),
+        DType::BF16 => bytes
+            .chunks_exact(2)
+            .for_each(|b| push(bf16::from_le_bytes([b[0], b[1]]).to_f32())),
+        DType::F16 => bytes
+            .chunks_exact(2)
+            .for_each(|b| push(f16::from_le_bytes([b[0], b[1]]).to_f32())),
+        DType::F64 => bytes.chunks_exact(8).for_each(|b| {
+            push(f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]) as f32)
+        }),
         _ => {}
     }
 }

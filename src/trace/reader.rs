@@ -52,6 +52,7 @@ pub fn parse_trace(bytes: &[u8], name: &str) -> Result<Trace> {
     super::validate::header(&header).map_err(|e| anyhow!("{name}:1: {e:#}"))?;
     let mut events = Vec::new();
     let mut warnings = Vec::new();
+    let mut order = super::validate::Order::default();
     for (i, raw) in lines.iter().enumerate().take(n_lines).skip(1) {
         let lineno = i + 1;
         let is_cut = i == n_lines - 1 && !ends_with_newline;
@@ -76,7 +77,12 @@ pub fn parse_trace(bytes: &[u8], name: &str) -> Result<Trace> {
             Err(e) => bail!("{name}:{lineno}: bad JSON: {e}"),
         };
         match parse_event(value, n_lines).with_context(|| format!("{name}:{lineno}"))? {
-            Parsed::Event(s) => events.push(s),
+            Parsed::Event(s) => {
+                order
+                    .push(&s, lineno)
+                    .with_context(|| format!("{name}:{lineno}"))?;
+                events.push(s)
+            }
             Parsed::Unknown(kind) => warnings.push(format!(
                 "{name}:{lineno}: unknown event kind `{kind}` skipped"
             )),
@@ -106,21 +112,29 @@ fn parse_header(raw: &[u8], name: &str) -> Result<TraceHeader> {
         Some(other) => bail!("{name}:1: format is `{other}`, expected `{FORMAT}`"),
         None => bail!("{name}:1: the header has no `format` field; is this a specscope recording?"),
     }
-    let version = value.get("version").and_then(Value::as_u64);
-    if version != Some(u64::from(TRACE_VERSION)) {
+    let version = value.get("version");
+    if version.and_then(Value::as_u64) != Some(u64::from(TRACE_VERSION)) {
         bail!(
             "{name}:1: unknown recording version {} (this specscope reads version {TRACE_VERSION})",
-            version.map_or("(missing)".to_string(), |v| v.to_string())
+            shown(version)
         );
     }
-    let ev = value.get("event_version").and_then(Value::as_u64);
-    if !ev.is_some_and(|v| (1..=u64::from(EVENT_VERSION)).contains(&v)) {
+    let ev = value.get("event_version");
+    if !ev
+        .and_then(Value::as_u64)
+        .is_some_and(|v| (1..=u64::from(EVENT_VERSION)).contains(&v))
+    {
         bail!(
             "{name}:1: unknown event version {} (this specscope reads versions 1 to {EVENT_VERSION})",
-            ev.map_or("(missing)".to_string(), |v| v.to_string())
+            shown(ev)
         );
     }
     serde_json::from_value(value).map_err(|e| anyhow!("{name}:1: bad header: {e}"))
+}
+
+/// A header field's value as the file has it (`"1"` and `-1` are not versions).
+fn shown(v: Option<&Value>) -> String {
+    v.map_or("(missing)".to_string(), Value::to_string)
 }
 
 enum Parsed {

@@ -1,14 +1,16 @@
 //! Every number a recording holds, checked against what its event and the file allow
 //! before anything counts or sizes with it: a block is at most `MAX_BLOCK` tokens and
 //! a verdict accepts fewer than its block, positions lie inside their block, a
-//! request's rounds are at most the file's lines, times are finite. The reader calls
-//! these per line and reports the line.
+//! request's rounds are at most the file's lines, times are finite; and the events'
+//! order ([`Order`]). The reader calls these per line and reports the line.
+
+use std::collections::HashMap;
 
 use anyhow::{bail, ensure, Result};
 
 use super::summary::Summary;
-use super::{SessionEvent, TraceHeader};
-use crate::engine::events::{BlockDecision, BranchOutcome, DecodeEvent, PosView, Tally};
+use super::{SessionEvent, Stamped, TraceEvent, TraceHeader};
+use crate::engine::events::{BlockDecision, BranchOutcome, DecodeEvent, PosView, RequestId, Tally};
 use crate::engine::options::MAX_BLOCK;
 
 /// Longest prompt or answer a recording may state (the largest context there is).
@@ -320,5 +322,111 @@ pub fn header(h: &TraceHeader) -> Result<()> {
         "`risk.threshold` is {}: expected 0 to 1",
         h.risk.threshold
     );
+    Ok(())
+}
+
+/// The order a recorder writes: `seq` rises line by line, a request starts once and its
+/// events come between its start and its end (`request_finished`, or an `error` naming
+/// it), each round of a request is verified and committed once and in turn, and
+/// `session_end` is the last event. A file that breaks it was edited or spliced, and
+/// its statistics would be wrong (a request finished twice counts twice).
+#[derive(Debug, Default)]
+pub struct Order {
+    /// The last event's `seq` and line.
+    last: Option<(u64, usize)>,
+    /// The line of `session_end`.
+    end: Option<usize>,
+    requests: HashMap<RequestId, Life>,
+}
+
+/// One request's lines so far.
+#[derive(Debug, Default)]
+struct Life {
+    started: usize,
+    /// The line that ended it, and how.
+    ended: Option<(usize, &'static str)>,
+    /// The last round verified and committed.
+    verified: Option<usize>,
+    committed: Option<usize>,
+}
+
+impl Order {
+    /// Checks the event read at `line` against those before it.
+    pub fn push(&mut self, s: &Stamped, line: usize) -> Result<()> {
+        if let Some((seq, at)) = self.last {
+            ensure!(
+                s.seq > seq,
+                "`seq` is {} after {seq} at line {at}: the events are out of order or repeated",
+                s.seq
+            );
+        }
+        self.last = Some((s.seq, line));
+        if let Some(at) = self.end {
+            bail!("an event after `session_end` (line {at}), which closes the recording");
+        }
+        let d = match &s.event {
+            TraceEvent::Session(SessionEvent::SessionEnd { .. }) => {
+                self.end = Some(line);
+                return Ok(());
+            }
+            TraceEvent::Session(_) => return Ok(()),
+            TraceEvent::Decode(d) => d,
+        };
+        let Some(req) = d.request() else {
+            return Ok(());
+        };
+        if let DecodeEvent::RequestStarted { .. } = d {
+            if let Some(l) = self.requests.get(&req) {
+                bail!(
+                    "request {req} starts again (it started at line {})",
+                    l.started
+                );
+            }
+            self.requests.insert(
+                req,
+                Life {
+                    started: line,
+                    ..Life::default()
+                },
+            );
+            return Ok(());
+        }
+        let Some(life) = self.requests.get_mut(&req) else {
+            // A submission the engine refused fails before it starts.
+            if let DecodeEvent::Error { .. } = d {
+                return Ok(());
+            }
+            bail!("request {req} has no `request_started` before this line");
+        };
+        if let Some((at, how)) = life.ended {
+            bail!("request {req} {how} at line {at}");
+        }
+        match d {
+            DecodeEvent::RequestFinished { .. } => life.ended = Some((line, "already finished")),
+            DecodeEvent::Error { .. } => life.ended = Some((line, "already failed")),
+            DecodeEvent::Verified { round, .. } => {
+                in_turn(&mut life.verified, *round, "verified", req)?
+            }
+            DecodeEvent::Committed { round, .. } => {
+                in_turn(&mut life.committed, *round, "committed", req)?
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// A round `what` once, after the rounds before it.
+fn in_turn(last: &mut Option<usize>, round: usize, what: &str, req: RequestId) -> Result<()> {
+    match *last {
+        Some(prev) if prev == round => {
+            bail!("a second `{what}` for round {round} of request {req}")
+        }
+        Some(prev) if prev > round => {
+            bail!("round {round} of request {req} is `{what}` after round {prev}")
+        }
+        _ => {}
+    }
+    *last = Some(round);
     Ok(())
 }

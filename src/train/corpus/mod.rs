@@ -168,6 +168,7 @@ fn record(e: &Exchange) -> PromptRecord {
         history: e.messages[..last_user].to_vec(),
         answer: e.answer.clone(),
         expect: e.expect.clone(),
+        source: String::new(),
     }
 }
 
@@ -190,6 +191,7 @@ pub fn heldout(
                 history: Vec::new(),
                 answer: answer.map(str::to_string),
                 expect: expect.iter().map(|s| s.to_string()).collect(),
+                source: String::new(),
             })
             .collect();
     }
