@@ -26,7 +26,7 @@ use specscope::tui::keymap::Keymap;
 use specscope::tui::panes::round::{REJECT_GLYPH, RISKY_GLYPH};
 use specscope::tui::render;
 use specscope::tui::state::{
-    update, Effect, Level, Msg, ReplayPace, ReplayStatus, Role, State, Turn, TurnStatus,
+    update, Effect, Level, Msg, ReplayPace, ReplayStatus, Role, State, Topic, Turn, TurnStatus,
 };
 use specscope::tui::theme::Theme;
 
@@ -460,8 +460,18 @@ fn actions_produce_effects_and_walk_rounds() {
         }] => assert_eq!(messages.len(), 1),
         other => panic!("{other:?}"),
     }
-    // Ctrl+C: idle with empty input arms, then quits.
+    // Ctrl+C: idle with empty input arms, then quits; armed only while its notice
+    // shows (a second Ctrl+C long after would quit with no warning on screen).
     assert!(update(&mut s, Msg::Action(Action::Interrupt)).is_empty());
+    assert!(s.status.quit_armed());
+    let later = s.status.clock + 5.0;
+    update(&mut s, Msg::Tick { now: later });
+    assert!(s.status.notice.is_none() && !s.status.quit_armed());
+    assert!(update(&mut s, Msg::Action(Action::Interrupt)).is_empty());
+    assert_eq!(
+        s.status.notice.as_ref().unwrap().text,
+        "press Ctrl+C again to quit"
+    );
     assert_eq!(
         update(&mut s, Msg::Action(Action::Interrupt)),
         vec![Effect::Quit]
@@ -1775,8 +1785,9 @@ fn round_title_says_live_only_while_answering() {
     assert!(done.contains("request 1 latest"), "{done}");
 }
 
-/// The status line keeps what matters most: whether it is answering comes before the
-/// mode's full name, which shortens to its word and then goes.
+/// The status line keeps what matters most: whether it is answering, the mode (its
+/// word where the whole does not fit), the model (its name), the device, before any
+/// of them takes its long form.
 #[test]
 fn the_status_line_keeps_the_activity_before_the_mode_name() {
     // As `specscope chat` starts: the bundled model at the default slow pace.
@@ -1793,15 +1804,100 @@ fn the_status_line_keeps_the_activity_before_the_mode_name() {
         ),
         "{wide}"
     );
-    // At 120 columns the whole mode does not fit beside the rest: its word stays.
+    // At 120 columns the mode's whole name goes before the model's.
     let mid = last_row(120);
     assert!(
-        mid.contains("bundled drill model (tiny-nld) │ RecGuide │ idle │ cpu"),
+        mid.contains(" specscope │ tiny-nld │ RecGuide adaptive {8,16,32} +overlap │ idle │ cpu"),
         "{mid}"
     );
+    // At 80 the model's name shortens so that the mode stays (it used to go while
+    // the less important device stayed).
     let narrow = last_row(80);
     assert!(
-        narrow.contains(" specscope │ bundled drill model (tiny-nld) │ idle │"),
+        narrow.contains(" specscope │ tiny-nld │ RecGuide │ idle │ cpu"),
         "{narrow}"
+    );
+    // Paused with a notice: the activity stays.
+    let mut s = s.clone();
+    s.status.paused = true;
+    s.status.notice(
+        "overlap branches off: RecGuide adaptive {8,16,32}",
+        Level::Info,
+        Topic::General,
+    );
+    let buf = draw(&s, &Theme::dark(), 80, 30);
+    let paused = text_at(&buf, 0, 29, 80);
+    assert!(paused.contains("idle") && paused.contains("⏸"), "{paused}");
+}
+
+/// The keys page lists what acts where it is open: no seeking in the chat, no typing,
+/// sending or changing options in a replay.
+#[test]
+fn the_keys_page_lists_the_keys_that_act_here() {
+    let mut s = State::new("m", "cpu", opts());
+    update(&mut s, Msg::Action(Action::Help));
+    let live = screen_text(&draw(&s, &Theme::dark(), 200, 60));
+    assert!(
+        live.contains("send the message") && !live.contains("replay: back 10 rounds"),
+        "{live}"
+    );
+    update(
+        &mut s,
+        Msg::Replay(ReplayStatus {
+            file: "x.jsonl".into(),
+            pos: 0,
+            len: 10,
+            playing: false,
+            pace: ReplayPace::RoundsPerSec(3.0),
+        }),
+    );
+    let replay = screen_text(&draw(&s, &Theme::dark(), 200, 60));
+    assert!(
+        replay.contains("replay: back 10 rounds")
+            && replay.contains("pause / resume")
+            && !replay.contains("send the message")
+            && !replay.contains("regenerate the last answer"),
+        "{replay}"
+    );
+}
+
+/// A round's one miss reason is about the kind of row it names: at a full block the
+/// correction rows were not needed and the continuation missed; at a rejection the
+/// continuation was not needed.
+#[test]
+fn branch_rows_say_which_of_them_missed() {
+    use specscope::engine::events::MissReason;
+    let rows = |reason: MissReason| {
+        let mut s = scripted();
+        s.rounds.list.back_mut().unwrap().outcome = Some(BranchOutcome::Miss { reason });
+        let all = screen_text(&draw(&s, &Theme::dark(), 200, 50));
+        let line = |head: &str| {
+            all.lines()
+                .find(|l| l.contains(head))
+                .unwrap_or_else(|| panic!("{head}: {all}"))
+                .to_string()
+        };
+        (line("P1 @3"), line("new @8"))
+    };
+    let (p1, new) = rows(MissReason::ContinuationMiss);
+    assert!(p1.contains("not needed") && !p1.contains("miss:"), "{p1}");
+    assert!(
+        new.contains("miss: continuation guessed another bonus"),
+        "{new}"
+    );
+    let (p1, new) = rows(MissReason::WrongCandidate);
+    assert!(p1.contains("miss: verifier chose another token"), "{p1}");
+    assert!(new.contains("not needed"), "{new}");
+}
+
+/// An answer whose mode was switched part way names both in its header.
+#[test]
+fn an_answer_switched_mid_way_names_both_modes() {
+    let mut s = scripted();
+    update(&mut s, Msg::Action(Action::CycleMode));
+    let all = screen_text(&draw(&s, &Theme::dark(), 200, 50));
+    assert!(
+        all.contains("specscope  RecGuide adaptive {8,16,32} +overlap → AR"),
+        "{all}"
     );
 }

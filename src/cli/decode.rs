@@ -68,7 +68,10 @@ pub struct DecodeArgs {
     /// Margin below which a draft position is risky.
     #[arg(long, default_value_t = DEFAULT_RISK_THRESHOLD, allow_negative_numbers = true)]
     pub risk_threshold: f32,
-    /// Branch row table (reference §2.4).
+    /// Which branch rows RecGuide builds beside verification, by how many risky
+    /// positions the draft has: correction rows (P1–P3, the draft's next choices at a
+    /// risky position) and the continuation row (the block after a full accept); the
+    /// tables are described in README's "Decoding modes" and docs/decisions.md.
     #[arg(long, value_parser = names::<RowTable>(ROW_TABLES), default_value = "conditional-rank")]
     pub row_table: RowTable,
     /// Sampling temperature (0 = greedy, lossless).

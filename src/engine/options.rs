@@ -256,11 +256,13 @@ impl DecodeOptions {
     }
 
     /// F8: RecGuide's overlap branches on or off (cost gating off with them, so that
-    /// turning them on shows rows on any machine).
+    /// turning them on shows rows on any machine). From AR or LinearSS, whose flag
+    /// is kept but not in force, it turns them on.
     pub fn toggle_overlap(&mut self) {
+        let on = !self.overlap_on();
         self.mode = Mode::Recguide;
-        self.overlap = !self.overlap;
-        if self.overlap {
+        self.overlap = on;
+        if on {
             self.cost_aware = false;
         }
     }
@@ -276,6 +278,17 @@ impl DecodeOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn overlap_key_turns_branches_on_from_other_modes() {
+        let mut o = DecodeOptions::default();
+        o.cycle_mode(&DecodeOptions::default()); // RecGuide → AR, the flag kept
+        assert!(o.overlap && !o.overlap_on());
+        o.toggle_overlap();
+        assert!(o.overlap_on(), "{}", o.label());
+        o.toggle_overlap();
+        assert_eq!((o.mode, o.overlap), (Mode::Recguide, false));
+    }
 
     #[test]
     fn presets_and_labels() {

@@ -130,6 +130,34 @@ impl Action {
             .unwrap_or_default()
     }
 
+    /// Whether the key does something in a replay (which is read-only: nothing is
+    /// typed, sent or changed) or, with `replay` false, in the live chat (where there is
+    /// nothing to seek): the help lists only those.
+    pub fn acts_in(self, replay: bool) -> bool {
+        let writes = matches!(
+            self,
+            Action::Submit
+                | Action::Newline
+                | Action::HistoryPrev
+                | Action::HistoryNext
+                | Action::Regenerate
+                | Action::Clear
+                | Action::Example
+                | Action::CycleMode
+                | Action::BlockSmaller
+                | Action::BlockLarger
+                | Action::ToggleAdaptive
+                | Action::ToggleOverlap
+                | Action::ToggleRecord
+        );
+        let seeks = matches!(self, Action::SeekBack | Action::SeekForward);
+        if replay {
+            !writes
+        } else {
+            !seeks
+        }
+    }
+
     /// One help line.
     pub fn help(self) -> &'static str {
         match self {

@@ -145,7 +145,13 @@ fn header(turn: &Turn, s: &State, t: &Theme, width: usize) -> Vec<Line<'static>>
         Role::Assistant => {
             let mut spans = vec![("specscope".to_string(), t.assistant)];
             if let Some(info) = turn.req.and_then(|r| s.session.requests.get(&r)) {
-                spans.push((format!("  {}", info.label), t.dim));
+                // An answer switched mode part way says both (its rounds differ).
+                let label = if info.started == info.label {
+                    info.label.clone()
+                } else {
+                    format!("{} → {}", info.started, info.label)
+                };
+                spans.push((format!("  {label}"), t.dim));
             }
             let (label, style) = match &turn.status {
                 TurnStatus::Streaming => ("  …".to_string(), t.dim),

@@ -54,8 +54,15 @@ pub const LEGEND: &[(&str, &str)] = &[
 /// Why speculation does or does not pay on this machine.
 const SPEED: &str = "On a CPU a forward of a small model is compute-bound from about 2 tokens on: a forward of 16 tokens costs several of 1, so a draft and its verification cost about as much as the AR steps a round replaces, and speculation gains little or nothing on wall-clock here, whatever the acceptance. It wins where a forward is memory-bound (a GPU at small concurrency, a large model), and the screen is there to show how it works: TPF, acceptance and branch hits are what carry over.";
 
-fn keys_page(t: &Theme, keys: &Keymap, width: usize, height: usize) -> Vec<Line<'static>> {
-    let rows = keys.help_rows();
+fn keys_page(
+    t: &Theme,
+    keys: &Keymap,
+    replay: bool,
+    width: usize,
+    height: usize,
+) -> Vec<Line<'static>> {
+    let mut rows = keys.help_rows();
+    rows.retain(|r| r.1.acts_in(replay));
     // Two columns only where the descriptions fit whole; else one that scrolls.
     let two = rows.len() > height && width >= 140;
     let col_w = if two { width / 2 } else { width };
@@ -159,7 +166,7 @@ fn page_of(area: Rect, s: &State, t: &Theme, keys: &Keymap) -> (Vec<Line<'static
     let height = usize::from(inner.height);
     let width = usize::from(inner.width).max(1);
     let body = match s.help_page % PAGES.len() {
-        0 => keys_page(t, keys, width, height.saturating_sub(1)),
+        0 => keys_page(t, keys, s.replaying(), width, height.saturating_sub(1)),
         1 => legend_page(s, t, width),
         _ => messages_page(s, t, width),
     };

@@ -378,10 +378,19 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme) {
             spans.push(Span::styled(label.to_string(), t.dim));
             spans.push(Span::styled(format!("{bar} "), t.accepted));
         }
-        spans.push(Span::styled(
-            format!(" mean {:.2} over {} rounds", fs.mean(), fs.rounds),
-            t.dim,
-        ));
+        // The longest tail that fits: a cut one would misread ("over 4" for 47 rounds).
+        let used: usize = spans.iter().map(|x| x.content.width()).sum();
+        let room = usize::from(inner.width).saturating_sub(used);
+        let (mean, n) = (fs.mean(), fs.rounds);
+        let tail = [
+            format!(" mean {mean:.2} over {n} rounds"),
+            format!(" mean {mean:.2} ({n})"),
+            format!(" mean {mean:.2}"),
+        ]
+        .into_iter()
+        .find(|x| x.width() <= room)
+        .unwrap_or_default();
+        spans.push(Span::styled(tail, t.dim));
         lines.push(Line::from(spans));
     }
     let top = bar_rows + 1;

@@ -52,14 +52,19 @@ pub fn pane<'a>(title: impl Into<ratatui::text::Line<'a>>, theme: &Theme) -> Blo
 }
 
 /// A one-line text (a pane title, a summary line) of parts, each with shorter forms,
-/// fitted to a width: parts are decided in order of importance, each taking its
-/// longest form that leaves room for the shortest forms of the parts not yet decided.
-/// So a narrow pane shortens or drops the least important parts whole instead of
+/// fitted to a width. The parts that cannot be dropped are counted first at their
+/// shortest forms; then tier by tier (a part's tier is its rank unless given), the
+/// tier's droppable parts are shown at their shortest where they still fit, in order
+/// of importance, and then its parts lengthened as far as the room allows. With one
+/// part per tier each part takes its longest form before a less important one is
+/// considered; a tier of several keeps them all, shortened, before any lengthens. So
+/// a narrow pane drops or shortens the least important parts whole instead of
 /// cutting the line mid-word at its border.
 #[derive(Default)]
 pub struct Fit {
-    /// (forms longest first, an empty form drops the part; style; importance, 0 first)
-    parts: Vec<(Vec<String>, Style, usize)>,
+    /// (forms longest first, an empty form drops the part; style; importance, 0
+    /// first; tier)
+    parts: Vec<(Vec<String>, Style, usize, usize)>,
     /// Drawn between shown parts (counted before every part but the first).
     sep: Option<(String, Style)>,
 }
@@ -81,13 +86,28 @@ impl Fit {
 
     /// A part whose importance `rank` (0 first) differs from its position.
     pub fn ranked<S: Into<String>>(
-        mut self,
+        self,
         forms: impl IntoIterator<Item = S>,
         style: Style,
         rank: usize,
     ) -> Self {
-        self.parts
-            .push((forms.into_iter().map(Into::into).collect(), style, rank));
+        self.tiered(forms, style, rank, rank)
+    }
+
+    /// A ranked part decided with the others of its `tier` (see [`Fit`]).
+    pub fn tiered<S: Into<String>>(
+        mut self,
+        forms: impl IntoIterator<Item = S>,
+        style: Style,
+        rank: usize,
+        tier: usize,
+    ) -> Self {
+        self.parts.push((
+            forms.into_iter().map(Into::into).collect(),
+            style,
+            rank,
+            tier,
+        ));
         self
     }
 
@@ -102,26 +122,51 @@ impl Fit {
             0 => 0,
             n => n + sep_w,
         };
-        let shortest = |forms: &[String]| forms.last().map_or(0, |f| w(f));
         let mut order: Vec<usize> = (0..self.parts.len()).collect();
         order.sort_by_key(|&i| self.parts[i].2);
+        // The shortest form that shows something, and whether the part may be dropped.
+        let floor = |forms: &[String]| -> (Option<usize>, bool) {
+            let shown = forms.iter().rposition(|f| !f.is_empty());
+            (shown, shown.is_some_and(|k| k + 1 < forms.len()))
+        };
         let mut chosen: Vec<Option<usize>> = vec![None; self.parts.len()];
         let mut used = 0;
-        for (k, &i) in order.iter().enumerate() {
-            let rest: usize = order[k + 1..]
+        for &i in &order {
+            if let (Some(k), false) = floor(&self.parts[i].0) {
+                chosen[i] = Some(k);
+                used += w(&self.parts[i].0[k]);
+            }
+        }
+        let mut tiers: Vec<usize> = self.parts.iter().map(|p| p.3).collect();
+        tiers.sort_unstable();
+        tiers.dedup();
+        for tier in tiers {
+            let members: Vec<usize> = order
                 .iter()
-                .map(|&j| shortest(&self.parts[j].0))
-                .sum();
-            let forms = &self.parts[i].0;
-            let pick = forms
-                .iter()
-                .position(|f| used + w(f) + rest <= width)
-                .unwrap_or(forms.len().saturating_sub(1));
-            used += forms.get(pick).map_or(0, |f| w(f));
-            chosen[i] = Some(pick);
+                .copied()
+                .filter(|&i| self.parts[i].3 == tier)
+                .collect();
+            for &i in &members {
+                if let (Some(k), true) = floor(&self.parts[i].0) {
+                    let need = w(&self.parts[i].0[k]);
+                    if used + need <= width {
+                        chosen[i] = Some(k);
+                        used += need;
+                    }
+                }
+            }
+            for &i in &members {
+                let Some(k) = chosen[i] else { continue };
+                let forms = &self.parts[i].0;
+                let now = w(&forms[k]);
+                if let Some(longer) = (0..k).find(|&j| used - now + w(&forms[j]) <= width) {
+                    used = used - now + w(&forms[longer]);
+                    chosen[i] = Some(longer);
+                }
+            }
         }
         let mut spans: Vec<Span<'static>> = Vec::new();
-        for ((mut forms, style, _), pick) in self.parts.into_iter().zip(chosen) {
+        for ((mut forms, style, _, _), pick) in self.parts.into_iter().zip(chosen) {
             // A part given no forms shows nothing.
             let Some(text) = pick
                 .filter(|&k| k < forms.len())
@@ -202,6 +247,30 @@ mod fit_tests {
             "branches P1 1/3 new 12/14 · hit 68% "
         );
         assert_eq!(text(&fit().line(30)), "branches · hit 68% ");
+    }
+
+    #[test]
+    fn fit_keeps_a_tier_whole_before_it_lengthens() {
+        let fit = || {
+            Fit::separated(" | ", Style::default())
+                .tiered(["app"], Style::default(), 0, 0)
+                .tiered(["long model name", "model", ""], Style::default(), 1, 0)
+                .tiered(
+                    ["RecGuide adaptive", "RecGuide", ""],
+                    Style::default(),
+                    2,
+                    0,
+                )
+                .tiered(["TPF 5.0", ""], Style::default(), 3, 1)
+        };
+        // Room for every part of tier 0 at its shortest, not for a long model name.
+        assert_eq!(text(&fit().line(24)), "app | model | RecGuide");
+        // Tier 0 lengthens (by rank) before tier 1 is considered.
+        assert_eq!(text(&fit().line(34)), "app | long model name | RecGuide");
+        assert_eq!(
+            text(&fit().line(60)),
+            "app | long model name | RecGuide adaptive | TPF 5.0"
+        );
     }
 
     #[test]

@@ -13,7 +13,7 @@ use super::chat::{wrap, wrap_indented, NBSP};
 use super::visible_token;
 use super::{pane, Fit};
 use crate::engine::events::{PosView, Rule, StopReason};
-use crate::engine::overlap::{BranchKind, BranchOutcome};
+use crate::engine::overlap::{BranchKind, BranchOutcome, MissReason};
 use crate::tui::action::Action;
 use crate::tui::keymap::Keymap;
 use crate::tui::state::{RoundView, State};
@@ -282,8 +282,19 @@ fn branch_lines(r: &RoundView, s: &State, t: &Theme, width: usize) -> Vec<Line<'
                 (format!("{HIT_GLYPH} HIT"), t.hit)
             }
             Some(BranchOutcome::Hit { .. }) => ("not needed".to_string(), t.miss),
+            // The round's one reason is about corrections when the block was
+            // rejected and about the continuation when it was accepted whole; the
+            // other kind of row was not needed.
             Some(BranchOutcome::Miss { reason }) => {
-                (format!("miss: {}", reason.describe()), t.miss)
+                let full = matches!(
+                    reason,
+                    MissReason::ContinuationMiss | MissReason::ContinuationAbsent
+                );
+                if full == matches!(b.kind, BranchKind::Continuation) {
+                    (format!("miss: {}", reason.describe()), t.miss)
+                } else {
+                    ("not needed".to_string(), t.miss)
+                }
             }
             None => ("…".to_string(), t.dim),
         };
@@ -311,6 +322,9 @@ fn branch_lines(r: &RoundView, s: &State, t: &Theme, width: usize) -> Vec<Line<'
     }
     if r.branches.is_empty() && r.block.len() > 1 {
         let why = match s.session.requests.get(&r.req) {
+            Some(i) if i.label.starts_with("LinearSS") => {
+                "no branch rows: LinearSS has none (F8: RecGuide's branches)"
+            }
             Some(i) if !i.label.contains("+overlap") => "no branch rows: overlap is off (F8)",
             _ if r.risky.is_empty() && r.reused.is_none() => {
                 "no branch rows this round (none the table builds here)"

@@ -49,12 +49,25 @@ pub fn cut_middle(text: &str, max: usize) -> String {
     format!("{head}…{tail}")
 }
 
+/// The line's first word.
+const APP: &str = " specscope";
+
 /// The model as people call it.
 pub fn model_name(model: &str) -> String {
     match model.strip_prefix("bundled:") {
         Some(name) => format!("bundled drill model ({name})"),
         None => model.to_string(),
     }
+}
+
+/// The model's name alone: `tiny-nld`, `Nemotron-Labs-Diffusion-8B` for a hub id.
+fn short_model_name(model: &str) -> String {
+    let name = model.strip_prefix("bundled:").unwrap_or(model);
+    name.trim_end_matches('/')
+        .rsplit('/')
+        .next()
+        .unwrap_or(name)
+        .to_string()
 }
 
 pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme, keys: &Keymap) {
@@ -125,9 +138,17 @@ fn draw_with(
     // The help key is a marker too: it stays whatever the notice.
     right.push((format!("{} help", keys.hint(Action::Help)), t.status));
     let markers_w: usize = right.iter().map(|(x, _)| x.width() + SEP.width()).sum();
-    // The notice in what is left (at least 12 columns of the left); cut in the middle,
-    // it is on the help's messages page in full.
-    let notice_room = width.saturating_sub(markers_w + 14);
+    let live = s.session.live.len();
+    let activity = match live {
+        0 => "idle".to_string(),
+        1 => "answering".to_string(),
+        n => format!("{n} answering"),
+    };
+    // The notice in what is left beside the name and the activity (paused, one must
+    // still see whether it is answering); cut in the middle, it is on the help's
+    // messages page in full.
+    let keep = APP.width() + SEP.width() + activity.width() + 1;
+    let notice_room = width.saturating_sub(markers_w + SEP.width() + keep);
     if let Some(n) = &st.notice {
         let style = match n.level {
             Level::Info => t.status_key,
@@ -138,22 +159,24 @@ fn draw_with(
     }
     let right_w: usize =
         right.iter().map(|(x, _)| x.width()).sum::<usize>() + SEP.width() * right.len();
-    let live = s.session.live.len();
-    let activity = match live {
-        0 => "idle".to_string(),
-        1 => "answering".to_string(),
-        n => format!("{n} answering"),
-    };
-    // Left: decided by importance (what it is doing before the mode's name, the mode
-    // shortened to its word before it goes), shown in this order.
+    // Left, shown in this order: the name, the model, the mode, what it is doing and
+    // the device are kept together, shortened (the model to its name, the mode to its
+    // word), while they fit, in this order of importance: the activity, the mode,
+    // the model, the device; the mode's and then the model's full forms next; the
+    // rates only after.
     let label = s.session.label();
     let mode = label.split(' ').next().unwrap_or_default().to_string();
+    let model = [
+        model_name(&s.session.model),
+        short_model_name(&s.session.model),
+        String::new(),
+    ];
     let mut left = Fit::separated(SEP, t.status)
-        .ranked([" specscope", ""], t.status_key, 0)
-        .ranked([model_name(&s.session.model), String::new()], t.status, 1)
-        .ranked([label, mode, String::new()], t.status_key, 3)
-        .ranked([activity, String::new()], t.status, 2)
-        .ranked([s.session.device.clone(), String::new()], t.status, 4);
+        .tiered([APP, ""], t.status_key, 0, 0)
+        .tiered(model, t.status, 3, 0)
+        .tiered([label, mode, String::new()], t.status_key, 2, 0)
+        .tiered([activity, String::new()], t.status, 1, 0)
+        .tiered([s.session.device.clone(), String::new()], t.status, 4, 0);
     // Rates once something was decoded (zeros before would read as measured).
     if sm.tally.rounds > 0 {
         left = left

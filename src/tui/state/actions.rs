@@ -45,7 +45,7 @@ fn submit(s: &mut State, text: String, history_end: usize, regenerate: bool) -> 
 
 pub(super) fn on_action(s: &mut State, a: Action) -> Vec<Effect> {
     if a != Action::Interrupt && a != Action::Quit {
-        s.status.quit_armed = false;
+        s.status.clear(Topic::Quit);
     }
     let mut fx = Vec::new();
     match a {
@@ -92,19 +92,19 @@ pub(super) fn on_action(s: &mut State, a: Action) -> Vec<Effect> {
             _ => s.help = false,
         },
         Action::Interrupt => {
-            if s.status.quit_armed {
+            if s.status.quit_armed() {
                 s.quit = true;
                 fx.push(Effect::Quit);
             } else if let (Some(req), false) = (s.session.active(), s.replaying()) {
                 // Stop; a second Ctrl+C right after quits.
                 fx.push(Effect::Cancel(req));
-                s.status.quit_armed = true;
-                s.notice("stopped; Ctrl+C again quits", Level::Info);
+                s.status
+                    .notice("stopped; Ctrl+C again quits", Level::Info, Topic::Quit);
             } else if !s.chat.input.is_empty() {
                 s.chat.input.clear();
             } else {
-                s.status.quit_armed = true;
-                s.notice("press Ctrl+C again to quit", Level::Info);
+                s.status
+                    .notice("press Ctrl+C again to quit", Level::Info, Topic::Quit);
             }
         }
         Action::Quit => {

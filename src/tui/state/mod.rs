@@ -102,7 +102,10 @@ pub enum Effect {
 /// the options of a live request).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RequestInfo {
+    /// The options in force now (a key may change them mid-answer).
     pub label: String,
+    /// The options it started with.
+    pub started: String,
     pub family: String,
     /// Why it ended, once it has (kept when Ctrl+L clears the chat's turns).
     pub stop: Option<StopReason>,
@@ -222,7 +225,7 @@ pub fn update(s: &mut State, msg: Msg) -> Vec<Effect> {
         }
         Msg::Action(a) => actions::on_action(s, a),
         Msg::Input(e) => {
-            s.status.quit_armed = false;
+            s.status.clear(Topic::Quit);
             if s.replaying() {
                 s.notice("a replay is read-only: nothing to type", Level::Info);
             } else {
@@ -338,6 +341,7 @@ fn on_event(s: &mut State, t: f64, event: TraceEvent) {
                 req,
                 RequestInfo {
                     label: o.label(),
+                    started: o.label(),
                     family: family.unwrap_or_else(|| "chat".into()),
                     stop: None,
                 },

@@ -52,6 +52,8 @@ pub enum Topic {
     General,
     /// "Still answering": gone once nothing answers.
     Busy,
+    /// "Ctrl+C again quits": a second Ctrl+C quits only while this is shown.
+    Quit,
 }
 
 /// A status-line message.
@@ -86,8 +88,6 @@ pub struct Status {
     /// The session's notices in full, oldest first (the help's messages page lists
     /// them; the status line may have cut them). At most `MAX_MESSAGES`.
     pub messages: Vec<(Level, String)>,
-    /// Ctrl+C was pressed once: a second one quits.
-    pub quit_armed: bool,
     /// Wall-clock seconds of the session (ticks), what notices expire by.
     pub clock: f64,
 }
@@ -121,6 +121,11 @@ impl Status {
         if self.notice.as_ref().is_some_and(|n| n.until < self.clock) {
             self.notice = None;
         }
+    }
+
+    /// Ctrl+C was pressed and its notice still shows: a second one quits.
+    pub fn quit_armed(&self) -> bool {
+        self.notice.as_ref().is_some_and(|n| n.topic == Topic::Quit)
     }
 
     /// Takes back a notice about `topic`.
