@@ -7,7 +7,7 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use ratatui::Frame;
-use unicode_width::UnicodeWidthChar;
+use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
 use super::{pane, Fit};
 use crate::engine::events::Origin;
@@ -190,8 +190,10 @@ fn blocks(text: &str, width: usize, t: &Theme) -> Vec<Line<'static>> {
             continue;
         }
         if in_code {
-            // Code keeps its columns: wrapped hard, never at spaces; a continuation
-            // row starts at the line's own indentation (at most half the width).
+            // Code wraps after its last space that fits, as an editor's soft wrap
+            // does (mid-identifier only where a word is wider than the row); a
+            // continuation row starts at the line's own indentation (at most half the
+            // width).
             let full = format!("  {line}");
             let lead = full
                 .chars()
@@ -200,20 +202,37 @@ fn blocks(text: &str, width: usize, t: &Theme) -> Vec<Line<'static>> {
                 .min(width / 2);
             let mut chunk = String::new();
             let mut col = 0;
-            // A continuation row starts at a character, not at the space of the break.
+            // Where the row may break: the byte after its last space that follows
+            // some of the row's text.
+            let mut brk: Option<usize> = None;
+            let mut text_seen = false;
+            // After a break, spaces are skipped: a row starts at a character.
             let mut fresh = false;
             for c in full.chars() {
                 let cw = c.width().unwrap_or(0);
                 if col + cw > width.max(1) && col > lead {
-                    out.push(Line::styled(std::mem::take(&mut chunk), t.code));
+                    let tail = brk.map(|b| chunk.split_off(b)).unwrap_or_default();
+                    out.push(Line::styled(chunk.trim_end().to_string(), t.code));
                     chunk = " ".repeat(lead);
-                    col = lead;
-                    fresh = true;
+                    chunk.push_str(&tail);
+                    col = chunk.width();
+                    brk = None;
+                    text_seen = !tail.is_empty();
+                    fresh = tail.is_empty();
                 }
-                if fresh && c == ' ' {
+                if c == ' ' {
+                    if fresh {
+                        continue;
+                    }
+                    chunk.push(c);
+                    col += cw;
+                    if text_seen {
+                        brk = Some(chunk.len());
+                    }
                     continue;
                 }
                 fresh = false;
+                text_seen = true;
                 chunk.push(c);
                 col += cw;
             }
@@ -469,6 +488,27 @@ mod tests {
         // Two columns of the pane's own indent, two of the line's: a break on the
         // space before "gh" starts the next row at "gh", under "abcdef".
         assert_eq!(texts(&lines), ["```", "    abcdef", "    gh", "```"]);
+    }
+
+    #[test]
+    fn fenced_code_wraps_after_a_space_and_mid_word_only_when_it_must() {
+        let t = Theme::dark();
+        let code = "```\n    \"\"\"Return the elements of numbers in reverse order.\"\"\"\n    x = averyveryverylongidentifier\n```";
+        let lines = blocks(code, 30, &t);
+        assert_eq!(
+            texts(&lines),
+            [
+                "```",
+                "      \"\"\"Return the elements",
+                "      of numbers in reverse",
+                "      order.\"\"\"",
+                "      x =",
+                "      averyveryverylongidentif",
+                "      ier",
+                "```"
+            ]
+        );
+        assert!(texts(&lines).iter().all(|l| l.width() <= 30));
     }
 
     #[test]
