@@ -1309,6 +1309,12 @@ fn inspector_shows_draft_and_verifier_top_k() {
     );
     let (_, y) = find_text(&buf, "verifier top-k").unwrap();
     assert!(text_at(&buf, 0, y, 160).contains("·91 0.70"));
+    // The heading names the token: the draft's, and the verifier's where it differs.
+    assert!(
+        find_text(&buf, "position 3: drafted '·19', verifier '·91'").is_some(),
+        "{}",
+        screen_text(&buf)
+    );
     // At 80×24 both sides' figures show before the lists, and what is cut says so.
     let all = screen_text(&draw(&s, &Theme::dark(), 80, 24));
     assert!(

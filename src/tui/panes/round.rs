@@ -433,7 +433,20 @@ fn topk(v: Option<&PosView>, s: &State) -> String {
 }
 
 fn inspector(r: &RoundView, s: &State, t: &Theme, p: usize, width: usize) -> Vec<Line<'static>> {
-    let mut out = vec![Line::styled(format!("position {p}"), t.title)];
+    // Which token it is: the draft's, and the verifier's where they differ.
+    let drafted = r.block.get(p).map(|id| quoted(&s.session.token(*id)));
+    let verified = r
+        .verdict
+        .as_ref()
+        .and_then(|v| v.verifier_tokens.get(p.checked_sub(1)?))
+        .map(|id| quoted(&s.session.token(*id)));
+    let mut head = format!("position {p}");
+    match (&drafted, &verified) {
+        (Some(d), Some(v)) if d != v => head.push_str(&format!(": drafted {d}, verifier {v}")),
+        (Some(d), _) => head.push_str(&format!(": {d}")),
+        _ => {}
+    }
+    let mut out = wrap(&[(head, t.title)], width);
     if p == 0 {
         out.push(Line::styled("the seed: committed last round", t.dim));
         return out;
