@@ -1,6 +1,7 @@
 //! Writes a recording line by line, flushed as it goes, so a killed process leaves a
 //! readable prefix.
 
+use std::collections::HashSet;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -10,6 +11,7 @@ use anyhow::{Context, Result};
 
 use super::summary::SummaryBuilder;
 use super::{SessionEvent, TraceEvent, TraceHeader};
+use crate::engine::events::{DecodeEvent, RequestId};
 
 /// An open recording.
 pub struct Recorder {
@@ -19,6 +21,9 @@ pub struct Recorder {
     seq: u64,
     summary: SummaryBuilder,
     finished: bool,
+    /// Requests that started before the recording did: their events, and the
+    /// forwards while one is live, are left out, so the file holds whole requests.
+    before: HashSet<RequestId>,
 }
 
 /// Serialises one stamped line (no newline): `{"t":..,"seq":..,"kind":.., ...}`.
@@ -58,7 +63,37 @@ impl Recorder {
             seq: 0,
             summary: SummaryBuilder::default(),
             finished: false,
+            before: HashSet::new(),
         })
+    }
+
+    /// A recording started while `live` answer: their rest is not written (a request
+    /// without its start is what an edited file looks like, and its counts would be
+    /// partial); the recording holds the requests after them.
+    pub fn after(mut self, live: impl IntoIterator<Item = RequestId>) -> Self {
+        self.before = live.into_iter().collect();
+        self
+    }
+
+    /// Whether `event` belongs in the file; a request started before ends with its
+    /// `request_finished` or `error`.
+    fn keeps(&mut self, event: &TraceEvent) -> bool {
+        let TraceEvent::Decode(d) = event else {
+            return true;
+        };
+        match d.request() {
+            Some(r) if self.before.contains(&r) => {
+                if matches!(
+                    d,
+                    DecodeEvent::RequestFinished { .. } | DecodeEvent::Error { .. }
+                ) {
+                    self.before.remove(&r);
+                }
+                false
+            }
+            None if matches!(d, DecodeEvent::Forward { .. }) => self.before.is_empty(),
+            _ => true,
+        }
     }
 
     pub fn path(&self) -> &Path {
@@ -84,6 +119,9 @@ impl Recorder {
 
     /// Appends one event with a given time (replays of other clocks, tests).
     pub fn write_at(&mut self, t: f64, event: &TraceEvent) -> Result<()> {
+        if !self.keeps(event) {
+            return Ok(());
+        }
         self.summary.push(event);
         let line = encode_line(t, self.seq, event)?;
         self.seq += 1;
@@ -115,5 +153,59 @@ impl Recorder {
 impl Drop for Recorder {
     fn drop(&mut self) {
         let _ = self.finish_inner();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::reader::{parse_trace, read_trace};
+
+    /// Started part way through the demo's first request (as F9 while an answer
+    /// streams): the file holds the requests after it, whole, and reads.
+    #[test]
+    fn a_recording_started_mid_answer_holds_whole_requests() {
+        let demo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo.jsonl");
+        let trace = read_trace(&demo).unwrap();
+        let events: Vec<&TraceEvent> = trace
+            .events
+            .iter()
+            .map(|e| &e.event)
+            .filter(|e| !matches!(e, TraceEvent::Session(SessionEvent::SessionEnd { .. })))
+            .collect();
+        let mid = events
+            .iter()
+            .position(|e| matches!(e, TraceEvent::Decode(DecodeEvent::Verified { req: 1, .. })))
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("mid.jsonl");
+        let mut rec = Recorder::create(&path, &trace.header).unwrap().after([1]);
+        for e in &events[mid..] {
+            rec.write(e).unwrap();
+        }
+        rec.finish().unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let t = parse_trace(&bytes, "mid.jsonl").unwrap();
+        let s = t.recorded_summary().unwrap();
+        let all = trace.recorded_summary().unwrap();
+        assert_eq!(
+            (s.requests, s.finished),
+            (all.requests - 1, all.finished - 1)
+        );
+        assert!(t
+            .events
+            .iter()
+            .all(|e| !matches!(&e.event, TraceEvent::Decode(d) if d.request() == Some(1))));
+        // Without `after`, the same cut is refused: request 1 has no start.
+        let mut rec = Recorder::create(&path, &trace.header).unwrap();
+        for e in &events[mid..] {
+            rec.write(e).unwrap();
+        }
+        rec.finish().unwrap();
+        let e = format!(
+            "{:#}",
+            parse_trace(&std::fs::read(&path).unwrap(), "x").unwrap_err()
+        );
+        assert!(e.contains("request 1 has no `request_started`"), "{e}");
     }
 }

@@ -77,9 +77,20 @@ impl LiveRun {
             Ok(r) => {
                 // Token texts seen before are written again so the file stands alone.
                 self.texts.reset();
-                self.recorder = Some(r);
+                // An answer in progress is left out: the file holds whole requests.
+                let live = s.session.live.clone();
+                let from = if live.is_empty() {
+                    ""
+                } else {
+                    " (from the next message: the answer in progress is not recorded)"
+                };
+                self.recorder = Some(r.after(live));
                 update(s, Msg::Recording(Some(path.display().to_string())));
-                notice(s, format!("recording to {}", path.display()), Level::Info);
+                notice(
+                    s,
+                    format!("recording to {}{from}", path.display()),
+                    Level::Info,
+                );
             }
             Err(e) => notice(s, format!("{e:#}"), Level::Error),
         }
