@@ -121,8 +121,9 @@ pub fn encode(
     let kept = per_family(records, skip, limit);
     if kept.is_empty() {
         bail!(
-            "no prompts left to run: --skip {skip} passes over every one of the {} read",
-            records.len()
+            "no prompts left to run of the {} read: --skip {skip} --limit {} keeps none",
+            records.len(),
+            limit.map_or("(all)".to_string(), |l| l.to_string())
         );
     }
     kept.into_iter()

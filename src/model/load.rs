@@ -128,8 +128,12 @@ pub fn load(files: &ModelFiles, device: &Device, opts: LoadOptions) -> Result<(M
     }
     if !unexpected.is_empty() && !opts.allow_unexpected {
         let shown: Vec<&str> = unexpected.iter().take(5).map(String::as_str).collect();
-        // The file of the first one (a sharded checkpoint may spread them).
-        let file = &shards.names[shards.entry(&unexpected[0])?.shard];
+        // The files that hold them (a sharded checkpoint may spread them).
+        let mut in_files = BTreeSet::new();
+        for name in &unexpected {
+            in_files.insert(shards.names[shards.entry(name)?.shard].as_str());
+        }
+        let file = in_files.into_iter().collect::<Vec<_>>().join(", ");
         bail!(
             "{file}: holds {} this architecture does not use ({}{}): a different model, or a config.json ({config}) that does not match it",
             match unexpected.len() {

@@ -150,8 +150,19 @@ impl TextTokenizer {
         .with_context(|| format!("chat template {}", self.template_name))
     }
 
-    /// Says what goes wrong when the model can emit ids this tokenizer cannot decode.
+    /// Says what goes wrong when the model can emit ids this tokenizer cannot decode,
+    /// or this tokenizer has ids the model has no embedding for (a prompt using one is
+    /// refused; some checkpoints carry such added tokens unused, so it is no error).
     pub fn vocab_warning(&self, cfg: &super::Config) -> Option<String> {
+        if let Some((id, text)) = self
+            .largest_id()
+            .filter(|(id, _)| *id as usize >= cfg.vocab_size)
+        {
+            return Some(format!(
+                "token {text:?} has id {id}, but the model's vocab_size is {}: the model has no embedding for it, and a prompt that uses it is refused (a tokenizer of another model?)",
+                cfg.vocab_size
+            ));
+        }
         let n = self.vocab_size();
         (cfg.vocab_size > n).then(|| {
             format!(

@@ -222,8 +222,11 @@ impl Shards {
                 }
                 if let Some(first) = bad.first {
                     bail!(
-                        "{file}: tensor `{name}` holds {} NaN or infinite values (the first at element {first}): the file is corrupt",
-                        bad.count
+                        "{file}: tensor `{name}` holds {} (the first at element {first}): the file is corrupt",
+                        match bad.count {
+                            1 => "a NaN or infinite value".to_string(),
+                            n => format!("{n} NaN or infinite values"),
+                        }
                     );
                 }
                 Tensor::from_vec(out, e.shape.as_slice(), dev)?

@@ -7,7 +7,7 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use ratatui::Frame;
-use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
+use unicode_width::UnicodeWidthChar;
 
 use super::{pane, Fit};
 use crate::engine::events::Origin;
@@ -215,7 +215,7 @@ fn blocks(text: &str, width: usize, t: &Theme) -> Vec<Line<'static>> {
                     out.push(Line::styled(chunk.trim_end().to_string(), t.code));
                     chunk = " ".repeat(lead);
                     chunk.push_str(&tail);
-                    col = chunk.width();
+                    col = chunk.chars().map(|c| c.width().unwrap_or(0)).sum();
                     brk = None;
                     text_seen = !tail.is_empty();
                     fresh = tail.is_empty();
@@ -508,7 +508,7 @@ mod tests {
                 "```"
             ]
         );
-        assert!(texts(&lines).iter().all(|l| l.width() <= 30));
+        assert!(texts(&lines).iter().all(|l| l.chars().count() <= 30));
     }
 
     #[test]
