@@ -42,6 +42,13 @@ fn save(dir: &Path, name: &str, w: &HashMap<String, Tensor>) {
     candle_core::safetensors::save(w, dir.join(name)).unwrap();
 }
 
+/// model.safetensors with tensor `name` set to `t` (added or replaced).
+fn set_weight(dir: &Path, name: &str, t: Tensor) {
+    let mut w = weights(dir);
+    w.insert(name.into(), t);
+    save(dir, "model.safetensors", &w);
+}
+
 #[test]
 fn absurd_sizes_fail_fast_naming_the_field() {
     for (field, value) in [
@@ -112,16 +119,15 @@ fn unusable_numbers_in_the_config_are_refused() {
 fn nan_weights_are_refused_naming_the_file_and_tensor() {
     for bad in [f32::NAN, f32::INFINITY] {
         let dir = common::checkpoint(&Spec::toy());
-        let mut w = weights(dir.path());
-        let h = w["encoder.norm.weight"].dims1().unwrap();
+        let h = weights(dir.path())["encoder.norm.weight"].dims1().unwrap();
         let mut v = vec![1.0f32; h];
         v[3] = bad;
         v[5] = bad;
-        w.insert(
-            "encoder.norm.weight".into(),
+        set_weight(
+            dir.path(),
+            "encoder.norm.weight",
             Tensor::from_vec(v, h, &Device::Cpu).unwrap(),
         );
-        save(dir.path(), "model.safetensors", &w);
         let e = load_err(dir.path());
         assert!(
             e.contains("model.safetensors")
@@ -137,13 +143,12 @@ fn nan_weights_are_refused_naming_the_file_and_tensor() {
 #[test]
 fn overflowing_weights_stop_the_request_with_an_error_not_token_0_forever() {
     let dir = common::checkpoint(&Spec::toy());
-    let mut w = weights(dir.path());
-    let h = w["encoder.norm.weight"].dims1().unwrap();
-    w.insert(
-        "encoder.norm.weight".into(),
+    let h = weights(dir.path())["encoder.norm.weight"].dims1().unwrap();
+    set_weight(
+        dir.path(),
+        "encoder.norm.weight",
         Tensor::from_vec(vec![f32::MAX; h], h, &Device::Cpu).unwrap(),
     );
-    save(dir.path(), "model.safetensors", &w);
     let (m, _) = model::load(&files(dir.path()), &Device::Cpu, LoadOptions::default()).unwrap();
     let e = generate_ar(&m, &[1, 20, 21], 8, &[], |_| Ok(())).unwrap_err();
     assert!(format!("{e:#}").contains("non-finite logits"), "{e:#}");
@@ -177,12 +182,11 @@ fn weights_the_config_does_not_describe_are_errors() {
     );
     // A tensor the architecture does not use.
     let dir = common::checkpoint(&Spec::toy());
-    let mut w = weights(dir.path());
-    w.insert(
-        "encoder.layers.0.extra.weight".into(),
+    set_weight(
+        dir.path(),
+        "encoder.layers.0.extra.weight",
         Tensor::zeros(4, DType::F32, &Device::Cpu).unwrap(),
     );
-    save(dir.path(), "model.safetensors", &w);
     let e = load_err(dir.path());
     assert!(
         e.contains("model.safetensors: holds a tensor this architecture does not use")

@@ -609,28 +609,27 @@ fn events_out_of_order_are_refused_with_their_line() {
 fn header_versions_are_quoted_as_written() {
     let bytes = demo_bytes();
     let text = std::str::from_utf8(&bytes).unwrap();
+    // The error of the demo with its header edited by `edit`.
+    let with_header = |edit: &dyn Fn(&mut serde_json::Value)| {
+        let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+        let mut h: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
+        edit(&mut h);
+        lines[0] = h.to_string();
+        format!(
+            "{:#}",
+            parse_trace((lines.join("\n") + "\n").as_bytes(), "rec").unwrap_err()
+        )
+    };
     for (field, value, want) in [
         ("version", serde_json::json!(-1), "recording version -1"),
         ("version", serde_json::json!("1"), "recording version \"1\""),
         ("event_version", serde_json::json!(2.5), "event version 2.5"),
     ] {
-        let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
-        let mut h: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
-        h[field] = value;
-        lines[0] = h.to_string();
-        let e = format!(
-            "{:#}",
-            parse_trace((lines.join("\n") + "\n").as_bytes(), "rec").unwrap_err()
-        );
+        let e = with_header(&|h| h[field] = value.clone());
         assert!(e.starts_with("rec:1: ") && e.contains(want), "{e}");
     }
-    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
-    let mut h: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
-    h.as_object_mut().unwrap().remove("version");
-    lines[0] = h.to_string();
-    let e = format!(
-        "{:#}",
-        parse_trace((lines.join("\n") + "\n").as_bytes(), "rec").unwrap_err()
-    );
+    let e = with_header(&|h| {
+        h.as_object_mut().unwrap().remove("version");
+    });
     assert!(e.contains("version (missing)"), "{e}");
 }

@@ -716,11 +716,10 @@ fn a_round_without_its_draft_yet_does_not_replace_the_last_one() {
     assert_eq!(s.rounds.shown().map(|r| r.round), Some(2));
 }
 
-#[test]
-fn a_replay_is_read_only_and_says_how_to_start() {
-    let mut s = State::new("demo (replay)", "cpu", opts());
+/// The state as a replay of a 10-event file, paused, has it.
+fn start_replay(s: &mut State) {
     update(
-        &mut s,
+        s,
         Msg::Replay(ReplayStatus {
             file: "x.jsonl".into(),
             pos: 0,
@@ -729,6 +728,12 @@ fn a_replay_is_read_only_and_says_how_to_start() {
             pace: ReplayPace::RoundsPerSec(3.0),
         }),
     );
+}
+
+#[test]
+fn a_replay_is_read_only_and_says_how_to_start() {
+    let mut s = State::new("demo (replay)", "cpu", opts());
+    start_replay(&mut s);
     update(&mut s, Msg::Input(InputEdit::Insert('a')));
     assert!(s.chat.input.is_empty(), "typing does nothing in a replay");
     let buf = draw(&s, &Theme::dark(), 120, 30);
@@ -1847,16 +1852,7 @@ fn the_keys_page_lists_the_keys_that_act_here() {
         live.contains("send the message") && !live.contains("replay: back 10 rounds"),
         "{live}"
     );
-    update(
-        &mut s,
-        Msg::Replay(ReplayStatus {
-            file: "x.jsonl".into(),
-            pos: 0,
-            len: 10,
-            playing: false,
-            pace: ReplayPace::RoundsPerSec(3.0),
-        }),
-    );
+    start_replay(&mut s);
     let replay = screen_text(&draw(&s, &Theme::dark(), 200, 60));
     assert!(
         replay.contains("replay: back 10 rounds")

@@ -133,13 +133,7 @@ pub fn encode(
                 s => s.to_string(),
             };
             let tokens = tok.encode_chat(&r.messages(), false).with_context(at)?;
-            if tokens.len() >= context {
-                bail!(
-                    "{}: the prompt has {} tokens (with its chat template and history), but the model's context is {context}",
-                    at(),
-                    tokens.len()
-                );
-            }
+            crate::engine::check_prompt_len(tokens.len(), context).with_context(at)?;
             Ok(BenchPrompt {
                 family: r.family.clone(),
                 task: r.task.clone(),

@@ -51,13 +51,8 @@ pub fn generate_ar(
     mut on_token: impl FnMut(u32) -> Result<()>,
 ) -> Result<Generation> {
     let max_pos = model.config().max_position_embeddings;
-    ensure!(!prompt.is_empty(), "the prompt is empty");
+    super::check_prompt_len(prompt.len(), max_pos)?;
     ensure!(max_new_tokens > 0, "max_new_tokens must be at least 1");
-    ensure!(
-        prompt.len() < max_pos,
-        "the prompt has {} tokens but the model's context is {max_pos}",
-        prompt.len()
-    );
     let mut cache = model.new_cache();
     let start = Instant::now();
     let row = Row::new(0, prompt.to_vec(), AttnRule::Causal)

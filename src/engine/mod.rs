@@ -25,3 +25,14 @@ pub use events::{
 pub use options::{Blocks, DecodeOptions, Preset};
 pub use scheduler::{Batching, Clock, Finished, Scheduler, Submit};
 pub use worker::{EngineCommand, EngineHandle, Timed};
+
+/// A prompt the model can take: not empty, and shorter than the `context` (a token
+/// must still fit after it). The one rule AR, the scheduler and the prompt files check.
+pub fn check_prompt_len(len: usize, context: usize) -> anyhow::Result<()> {
+    anyhow::ensure!(len > 0, "the prompt is empty");
+    anyhow::ensure!(
+        len < context,
+        "the prompt has {len} tokens but the model's context is {context}"
+    );
+    Ok(())
+}

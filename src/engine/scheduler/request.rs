@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use anyhow::{bail, ensure, Result};
+use anyhow::{bail, Result};
 use serde::Serialize;
 
 use super::Scheduler;
@@ -73,13 +73,10 @@ impl Scheduler {
         sink: &mut dyn EventSink,
     ) -> Result<()> {
         s.options.validate()?;
-        let max_pos = self.model.config().max_position_embeddings;
-        ensure!(!s.prompt.is_empty(), "the prompt is empty");
-        ensure!(
-            s.prompt.len() < max_pos,
-            "the prompt has {} tokens but the model's context is {max_pos}",
-            s.prompt.len()
-        );
+        crate::engine::check_prompt_len(
+            s.prompt.len(),
+            self.model.config().max_position_embeddings,
+        )?;
         let vocab = self.model.config().vocab_size;
         if let Some(&bad) = s.prompt.iter().find(|&&t| t as usize >= vocab) {
             bail!("prompt token id {bad} is not below the vocabulary size {vocab}");
