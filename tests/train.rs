@@ -90,6 +90,7 @@ fn toy_options(dir: &std::path::Path) -> TrainOptions {
         spec: Spec::toy_trainable(),
         steps: 24,
         anneal_steps: 0,
+        restyle_steps: 0,
         draft_shaped: 0.25,
         lora_steps: 0,
         lora_rank: 4,
@@ -190,6 +191,7 @@ fn toy_training_anneals_with_its_own_stream_and_schedule() {
     let o = TrainOptions {
         steps: 48,
         anneal_steps: 24,
+        restyle_steps: 0,
         exchanges: 600,
         checkpoint_every: 24,
         ..toy_options(tmp.path())
@@ -221,15 +223,59 @@ fn toy_training_anneals_with_its_own_stream_and_schedule() {
     assert!(
         notes
             .iter()
-            .any(|n| n.starts_with("annealing stream for the last 24 steps")),
+            .any(|n| n.starts_with("annealing stream for 24 steps")),
         "{notes:?}"
     );
     let bad = TrainOptions {
         anneal_steps: 44,
+        restyle_steps: 0,
         ..o
     };
     let err = trainer::train(&bad, "test", |_| {}, |_| {}).unwrap_err();
     assert!(format!("{err}").contains("--anneal-steps (44)"), "{err}");
+}
+
+/// The restyle phase follows the annealing one on its own stream (reworded answers)
+/// and schedule: a re-warm to `RESTYLE_PEAK`, the floor at the last step.
+#[test]
+fn toy_training_restyles_after_annealing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = TrainOptions {
+        steps: 36,
+        anneal_steps: 12,
+        restyle_steps: 12,
+        exchanges: 600,
+        checkpoint_every: 36,
+        ..toy_options(tmp.path())
+    };
+    assert_eq!(trainer::phase_starts(&o), (12, 24));
+    let lr: Vec<f64> = (0..36).map(|s| trainer::lr_at(s, &o)).collect();
+    let peak = 5e-3 * trainer::RESTYLE_PEAK;
+    assert!(lr[24] < peak / 2.0, "the restyle phase warms up {lr:?}");
+    assert!((lr[29] - peak).abs() < 1e-12, "restyle peak {lr:?}");
+    assert!(
+        (lr[35] - 5e-4).abs() < 1e-4,
+        "restyle ends near the floor {lr:?}"
+    );
+    let mut notes = Vec::new();
+    let state = trainer::train(&o, "test", |_| {}, |n| notes.push(n.to_string())).unwrap();
+    assert_eq!(state.step, 36);
+    assert!(state
+        .losses
+        .iter()
+        .all(|l| l.1.is_finite() && l.2.is_finite()));
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.starts_with("restyle stream for 12 steps")),
+        "{notes:?}"
+    );
+    let bad = TrainOptions {
+        restyle_steps: 20,
+        ..o
+    };
+    let err = trainer::train(&bad, "test", |_| {}, |_| {}).unwrap_err();
+    assert!(format!("{err}").contains("--restyle-steps (20)"), "{err}");
 }
 
 /// The bundled model: NLD names and fields, and a chat answer that ends with eos.

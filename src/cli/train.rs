@@ -26,6 +26,10 @@ pub struct TrainArgs {
     /// their own warm-up and cosine from a third of --lr; 0 for none.
     #[arg(long, default_value_t = 2200)]
     pub anneal_steps: usize,
+    /// The last steps train on the annealing mix with each answer's wording varied
+    /// (openings, connectives), from fresh optimizer moments; 0 for none.
+    #[arg(long, default_value_t = 0)]
+    pub restyle_steps: usize,
     /// Share of the annealing phase's diffusion blocks noised as the draft sees its
     /// block: the first token clean, the rest masked.
     #[arg(long, default_value_t = 0.25)]
@@ -78,6 +82,7 @@ pub fn run(a: TrainArgs) -> Result<()> {
         spec,
         steps: a.steps,
         anneal_steps: a.anneal_steps,
+        restyle_steps: a.restyle_steps,
         draft_shaped: a.draft_shaped,
         lora_steps: a.lora_steps,
         lora_rank: a.lora_rank,

@@ -26,11 +26,15 @@ pub struct TrainOptions {
     pub state: PathBuf,
     /// Geometry of the model to train (`Spec::bundled()` or `Spec::toy_trainable()`).
     pub spec: Spec,
-    /// Total steps, the annealing phase included.
+    /// Total steps, the annealing and restyle phases included.
     pub steps: usize,
-    /// The last steps train on the annealing stream (`corpus::anneal_exchange`) under
-    /// their own warm-up and cosine; 0 for none.
+    /// Steps on the annealing stream (`corpus::anneal_exchange`) after the main phase,
+    /// under their own warm-up and cosine; 0 for none.
     pub anneal_steps: usize,
+    /// The last steps train on the restyle stream (`corpus::generate_restyle`: the
+    /// annealing mix with varied wording) with fresh optimizer moments, under their own
+    /// warm-up and cosine; 0 for none.
+    pub restyle_steps: usize,
     /// Share of the annealing phase's diffusion blocks noised as the draft sees its block
     /// (`objective::make_batch`); the main phase keeps t ~ U(0, 1) everywhere.
     pub draft_shaped: f64,
@@ -97,10 +101,31 @@ pub const ANNEAL_PEAK: f64 = 1.0 / 3.0;
 /// Warm-up steps of the annealing phase.
 pub const ANNEAL_WARMUP: usize = 20;
 
+/// Peak learning rate of the restyle phase, as a share of `lr`: half the annealing
+/// re-warm, as it only rewords answers the model already gives.
+pub const RESTYLE_PEAK: f64 = 1.0 / 6.0;
+
+/// First step of the annealing and of the restyle phase.
+pub fn phase_starts(o: &TrainOptions) -> (usize, usize) {
+    let restyle = o.steps - o.restyle_steps;
+    (restyle - o.anneal_steps, restyle)
+}
+
 /// The learning rate at `step`: linear warm-up, then cosine decay to `min_lr` over the
-/// main phase; the annealing phase repeats that shape from `lr × ANNEAL_PEAK`.
+/// main phase; the annealing phase repeats that shape from `lr × ANNEAL_PEAK`, the
+/// restyle phase from `lr × RESTYLE_PEAK`.
 pub fn lr_at(step: usize, o: &TrainOptions) -> f64 {
-    let main = o.steps - o.anneal_steps;
+    let (main, restyle) = phase_starts(o);
+    if step >= restyle {
+        let warmup = ANNEAL_WARMUP.min(o.restyle_steps / 2);
+        return cosine(
+            step - restyle,
+            warmup,
+            o.restyle_steps,
+            o.lr * RESTYLE_PEAK,
+            o.min_lr,
+        );
+    }
     if step >= main {
         let warmup = ANNEAL_WARMUP.min(o.anneal_steps / 2);
         return cosine(
@@ -317,11 +342,12 @@ pub fn train(
     mut note: impl FnMut(&str),
 ) -> Result<TrainState> {
     ensure!(
-        o.steps > o.warmup + o.anneal_steps,
-        "--steps ({}) must exceed --warmup ({}) plus --anneal-steps ({})",
+        o.steps > o.warmup + o.anneal_steps + o.restyle_steps,
+        "--steps ({}) must exceed --warmup ({}) plus --anneal-steps ({}) plus --restyle-steps ({})",
         o.steps,
         o.warmup,
-        o.anneal_steps
+        o.anneal_steps,
+        o.restyle_steps
     );
     ensure!(
         (0.0..=1.0).contains(&o.draft_shaped),
@@ -393,36 +419,45 @@ pub fn train(
         o.seq_len,
         started.elapsed().as_secs_f64()
     ));
-    // The annealing stream: its own seed, never a held-out prompt.
-    let anneal_packed = if o.anneal_steps > 0 {
-        let mut heldout = HashSet::new();
+    // The annealing and restyle streams: their own seeds, never a held-out prompt.
+    let mut heldout = HashSet::new();
+    if o.anneal_steps + o.restyle_steps > 0 {
         for f in [Family::Math, Family::Code, Family::Qa] {
             let n = o.heldout_per_family;
             for e in corpus::heldout_exchanges(heldout_seed(o), f, n, &train_keys) {
                 heldout.insert(corpus::prompt_key(&e));
             }
         }
-        let texts: Vec<String> =
-            corpus::generate_anneal(o.seed + 2_000_003, o.exchanges / 2, &heldout)
-                .iter()
-                .map(|e| render_exchange(&e.messages))
-                .collect::<Result<_>>()?;
+    }
+    let mut late_stream = |name: &str, steps: usize, make: &dyn Fn() -> Vec<corpus::Exchange>| {
+        if steps == 0 {
+            return Ok(Vec::new());
+        }
+        let texts: Vec<String> = make()
+            .iter()
+            .map(|e| render_exchange(&e.messages))
+            .collect::<Result<_>>()?;
         let (packed, len) = encode(&texts)?;
         note(&format!(
-            "annealing stream for the last {} steps: {} exchanges, {len} tokens",
-            o.anneal_steps,
+            "{name} stream for {steps} steps: {} exchanges, {len} tokens",
             texts.len()
         ));
-        packed
-    } else {
-        Vec::new()
+        ensure!(
+            packed.len() / o.seq_len >= o.batch,
+            "{name} corpus too small: {} sequences",
+            packed.len() / o.seq_len
+        );
+        Ok(packed)
     };
+    let n = o.exchanges / 2;
+    let anneal_packed = late_stream("annealing", o.anneal_steps, &|| {
+        corpus::generate_anneal(o.seed + 2_000_003, n, &heldout)
+    })?;
+    let restyle_packed = late_stream("restyle", o.restyle_steps, &|| {
+        corpus::generate_restyle(o.seed + 3_000_017, n, &heldout)
+    })?;
     let anneal_seqs: Vec<&[u32]> = anneal_packed.chunks_exact(o.seq_len).collect();
-    ensure!(
-        o.anneal_steps == 0 || anneal_seqs.len() >= o.batch,
-        "annealing corpus too small: {} sequences",
-        anneal_seqs.len()
-    );
+    let restyle_seqs: Vec<&[u32]> = restyle_packed.chunks_exact(o.seq_len).collect();
 
     // Model and optimizer (fresh or resumed).
     let device = Device::Cpu;
@@ -464,11 +499,20 @@ pub fn train(
             var.set(&Tensor::from_vec(v, dims.as_slice(), &device)?)?;
         }
     }
+    let (main_steps, restyle_start) = phase_starts(o);
     let mut opt = AdamW::new(&varmap)?;
     let opt_path = o.state.join("optimizer.safetensors");
-    // A finished base needs no moments (only its adapter phase may be left to run).
-    if state.step > 0 && state.step < o.steps {
-        match opt.load(&opt_path, state.step) {
+    // A finished base needs no moments (only its adapter phase may be left to run), nor
+    // does the restyle phase's first step (it starts with fresh ones).
+    let in_restyle = o.restyle_steps > 0 && state.step >= restyle_start;
+    if state.step > 0 && state.step < o.steps && !(in_restyle && state.step == restyle_start) {
+        // Adam's step count restarts with the restyle phase's moments.
+        let t = if in_restyle {
+            state.step - restyle_start
+        } else {
+            state.step
+        };
+        match opt.load(&opt_path, t) {
             Ok(()) => {}
             Err(e) => note(&format!(
                 "warning: {e:#}; resuming with fresh optimizer moments"
@@ -489,7 +533,6 @@ pub fn train(
         state.lora_elapsed_secs = 0.0;
     }
 
-    let main_steps = o.steps - o.anneal_steps;
     let mut order: (usize, usize, Vec<usize>) = (usize::MAX, 0, Vec::new());
     let run_start = Instant::now();
     let elapsed_before = state.elapsed_secs;
@@ -499,13 +542,20 @@ pub fn train(
         // Phase, its sequences and the step within it.
         let (phase, set, local) = if step < main_steps {
             (0, &seqs, step)
-        } else {
+        } else if step < restyle_start {
             (1, &anneal_seqs, step - main_steps)
+        } else {
+            if step == restyle_start && step > 0 {
+                // A new phase on reworded answers: moments from the old wording would
+                // carry its gradients' scale into the first steps.
+                opt = AdamW::new(&varmap)?;
+            }
+            (2, &restyle_seqs, step - restyle_start)
         };
         let batch_seqs = batch_at(set, o, phase, local, &mut order);
         let mut rng = Rng::new(o.seed ^ (step as u64).wrapping_mul(0x2545_F491_4F6C_DD1D));
         let block = blocks[step % blocks.len()];
-        let draft_shaped = if phase == 1 { o.draft_shaped } else { 0.0 };
+        let draft_shaped = if phase >= 1 { o.draft_shaped } else { 0.0 };
         let batch =
             objective::make_batch(&batch_seqs, block, MASK_ID, draft_shaped, &mut rng, &device)?;
         let (loss, ar, dlm) = objective::losses(&model, &batch)?;
