@@ -1,7 +1,6 @@
 //! Varied phrasing for the restyle phase: each answer words its openings and
-//! connectives its own way, as real answers do, so the draft cannot be sure of a
-//! connective it has only ever seen one way (those sure misses were most of the
-//! high-margin first rejections, `docs/decisions.md`).
+//! connectives its own way, as real answers do, so the draft is not sure of what it
+//! has only ever seen one way (`docs/decisions.md`, "Answers vary their wording").
 //!
 //! Only the assistant's wording changes, never what it restates or computes: names,
 //! numbers, lists, words and `Answer:` lines stay, and so do the prompts, the held-out
@@ -26,6 +25,23 @@ const CHOICES: &[(&str, &[&str])] = &[
     (", so ", &[", so ", ", and ", ", which means "]),
     (" finds ", &[" finds ", " gets "]),
     ("\nSo ", &["\nSo ", "\nAll in all, ", "\nThat means "]),
+    (" are left.", &[" are left.", " remain.", " are left over."]),
+    (
+        " at the end.\n",
+        &[" at the end.\n", " now.\n", " in total.\n"],
+    ),
+    (
+        "ing gives ",
+        &["ing gives ", "ing makes ", "ing that gives "],
+    ),
+    (
+        "The previous result was",
+        &[
+            "The previous result was",
+            "Before, the result was",
+            "The last answer was",
+        ],
+    ),
     // code
     (
         "The function `",
@@ -41,10 +57,53 @@ const CHOICES: &[(&str, &[&str])] = &[
     ),
     (". For ", &[". For ", ". On ", ". Given "]),
     (
+        " takes a list called `",
+        &[
+            " takes a list called `",
+            " takes a list named `",
+            " receives a list `",
+        ],
+    ),
+    (
+        " it prints ",
+        &[" it prints ", " it outputs ", " the output is "],
+    ),
+    (
         "Here is a test that checks",
         &["Here is a test that checks", "This test checks"],
     ),
     // qa
+    (
+        "The word is '",
+        &["The word is '", "The word here is '", "We have the word '"],
+    ),
+    (
+        "' reversed is '",
+        &[
+            "' reversed is '",
+            "' backwards is '",
+            "' spelled in reverse is '",
+        ],
+    ),
+    (
+        "' is a match (",
+        &["' is a match (", "' matches (", "' is a hit ("],
+    ),
+    (
+        "' is not a match",
+        &["' is not a match", "' does not match", "' is no match"],
+    ),
+    (
+        ", the first is ",
+        &[", the first is ", ", the earliest is ", ", first comes "],
+    ),
+    (". Only ", &[". Only ", ". Just "]),
+    (" words are ", &[" words are ", " words given are "]),
+    (
+        "The capital of ",
+        &["The capital of ", "The capital city of "],
+    ),
+    (" is in ", &[" is in ", " lies in ", " is a country in "]),
     (
         "Their first letters are",
         &["Their first letters are", "They start with"],
@@ -91,8 +150,7 @@ fn vary_text(text: &str, rng: &mut Rng) -> String {
     'scan: while let Some(c) = rest.chars().next() {
         for &(phrase, options) in CHOICES {
             if let Some(after) = rest.strip_prefix(phrase) {
-                let chosen: &str = *rng.pick(options);
-                out.push_str(chosen);
+                out.push_str(rng.pick::<&str>(options));
                 rest = after;
                 continue 'scan;
             }
