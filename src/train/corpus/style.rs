@@ -73,18 +73,8 @@ const CHOICES: &[(&str, &[&str])] = &[
         &["Here is a test that checks", "This test checks"],
     ),
     // qa
-    (
-        "The word is '",
-        &["The word is '", "The word here is '", "We have the word '"],
-    ),
-    (
-        "' reversed is '",
-        &[
-            "' reversed is '",
-            "' backwards is '",
-            "' spelled in reverse is '",
-        ],
-    ),
+    // The reversal answer's first and last sentences, which copy the word, stay
+    // fixed: varied, reversal right fell from 11 to 5 of 15 (`docs/results.md`).
     (
         "' is a match (",
         &["' is a match (", "' matches (", "' is a hit ("],
