@@ -92,6 +92,7 @@ fn toy_options(dir: &std::path::Path) -> TrainOptions {
         anneal_steps: 0,
         restyle_steps: 0,
         draft_shaped: 0.25,
+        restyle_draft_shaped: 0.5,
         lora_steps: 0,
         lora_rank: 4,
         lora_lr: 5e-3,

@@ -34,6 +34,9 @@ pub struct TrainArgs {
     /// block: the first token clean, the rest masked.
     #[arg(long, default_value_t = 0.25)]
     pub draft_shaped: f64,
+    /// The same share in the restyle phase.
+    #[arg(long, default_value_t = 0.25)]
+    pub restyle_draft_shaped: f64,
     /// Steps of the draft adapter phase after --steps: with the base frozen, a
     /// `linear_spec_lora/` that drafts the verifier's choices; 0 for none.
     #[arg(long, default_value_t = 0)]
@@ -84,6 +87,7 @@ pub fn run(a: TrainArgs) -> Result<()> {
         anneal_steps: a.anneal_steps,
         restyle_steps: a.restyle_steps,
         draft_shaped: a.draft_shaped,
+        restyle_draft_shaped: a.restyle_draft_shaped,
         lora_steps: a.lora_steps,
         lora_rank: a.lora_rank,
         lora_lr: a.lora_lr,

@@ -38,6 +38,9 @@ pub struct TrainOptions {
     /// Share of the annealing phase's diffusion blocks noised as the draft sees its block
     /// (`objective::make_batch`); the main phase keeps t ~ U(0, 1) everywhere.
     pub draft_shaped: f64,
+    /// The same share in the restyle phase: where an answer's wording is open, only
+    /// blocks drafted from their seed teach the draft how open it is.
+    pub restyle_draft_shaped: f64,
     /// Steps of the draft adapter phase after the base's steps (`draft_lora`); 0 for none.
     pub lora_steps: usize,
     pub lora_rank: usize,
@@ -350,11 +353,15 @@ pub fn train(
         o.anneal_steps,
         o.restyle_steps
     );
-    ensure!(
-        (0.0..=1.0).contains(&o.draft_shaped),
-        "--draft-shaped ({}) must be a share between 0 and 1",
-        o.draft_shaped
-    );
+    for (flag, share) in [
+        ("--draft-shaped", o.draft_shaped),
+        ("--restyle-draft-shaped", o.restyle_draft_shaped),
+    ] {
+        ensure!(
+            (0.0..=1.0).contains(&share),
+            "{flag} ({share}) must be a share between 0 and 1"
+        );
+    }
     ensure!(
         o.lora_steps == 0 || o.lora_rank > 0,
         "--lora-rank must be positive when --lora-steps is set"
@@ -556,7 +563,11 @@ pub fn train(
         let batch_seqs = batch_at(set, o, phase, local, &mut order);
         let mut rng = Rng::new(o.seed ^ (step as u64).wrapping_mul(0x2545_F491_4F6C_DD1D));
         let block = blocks[step % blocks.len()];
-        let draft_shaped = if phase >= 1 { o.draft_shaped } else { 0.0 };
+        let draft_shaped = match phase {
+            0 => 0.0,
+            1 => o.draft_shaped,
+            _ => o.restyle_draft_shaped,
+        };
         let batch =
             objective::make_batch(&batch_seqs, block, MASK_ID, draft_shaped, &mut rng, &device)?;
         let (loss, ar, dlm) = objective::losses(&model, &batch)?;

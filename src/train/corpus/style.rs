@@ -1,6 +1,7 @@
 //! Varied phrasing for the restyle phase: each answer words its openings and
-//! connectives its own way, as real answers do, so the draft is not sure of what it
-//! has only ever seen one way (`docs/decisions.md`, "Answers vary their wording").
+//! connectives its own way, and its code its own names, as real answers do, so the
+//! draft is not sure of what it has only ever seen one way (`docs/decisions.md`,
+//! "Answers vary their wording").
 //!
 //! Only the assistant's wording changes, never what it restates or computes: names,
 //! numbers, lists, words and `Answer:` lines stay, and so do the prompts, the held-out
@@ -24,6 +25,37 @@ const CHOICES: &[(&str, &[&str])] = &[
     (" gives away ", &[" gives away ", " gives "]),
     (", so ", &[", so ", ", and ", ", which means "]),
     (" finds ", &[" finds ", " gets "]),
+    (" buys ", &[" buys ", " gets ", " picks up "]),
+    (" loses ", &[" loses ", " drops ", " misplaces "]),
+    (" more ", &[" more ", " extra ", " additional "]),
+    (
+        "\nSo the new result is ",
+        &[
+            "\nSo the new result is ",
+            "\nThe new result is ",
+            "\nThat gives ",
+        ],
+    ),
+    // The closing lines of sort and capital answers (before the bare "\nSo ").
+    (
+        "\nSo the order is ",
+        &[
+            "\nSo the order is ",
+            "\nSo the sorted order is ",
+            "\nThe order is ",
+        ],
+    ),
+    (
+        "\nSo the answer is ",
+        &[
+            "\nSo the answer is ",
+            "\nSo the capital is ",
+            "\nThe answer is ",
+        ],
+    ),
+    // The reversal answer's first and last sentences, which copy the word, stay
+    // fixed: varied, reversal right fell from 11 to 5 of 15 (`docs/results.md`).
+    ("\nSo '", &["\nSo '"]),
     ("\nSo ", &["\nSo ", "\nAll in all, ", "\nThat means "]),
     (" are left.", &[" are left.", " remain.", " are left over."]),
     (
@@ -69,31 +101,111 @@ const CHOICES: &[(&str, &[&str])] = &[
         &[" it prints ", " it outputs ", " the output is "],
     ),
     (
+        "\"\"\"Return ",
+        &["\"\"\"Return ", "\"\"\"Returns ", "\"\"\"Give back "],
+    ),
+    ("  # ", &["  # ", "  # prints ", "  # -> "]),
+    (
         "Here is a test that checks",
         &["Here is a test that checks", "This test checks"],
     ),
+    (
+        " the example from above and a list with one element.",
+        &[
+            " the example from above and a list with one element.",
+            " the example above and a one-element list.",
+            " the earlier example and a single-element list.",
+        ],
+    ),
+    (
+        "Running the file prints ok when both assertions hold.",
+        &[
+            "Running the file prints ok when both assertions hold.",
+            "If both assertions pass, running the file prints ok.",
+            "Running it prints ok when both checks pass.",
+        ],
+    ),
+    (
+        " A list with one element is the smallest input `",
+        &[
+            " A list with one element is the smallest input `",
+            " A one-element list is the smallest input `",
+            " The smallest input `",
+        ],
+    ),
+    (
+        "` accepts, so it is a useful edge case.",
+        &[
+            "` accepts, so it is a useful edge case.",
+            "` accepts, which makes it a good edge case.",
+            "` takes, so it is worth testing.",
+        ],
+    ),
     // qa
-    // The reversal answer's first and last sentences, which copy the word, stay
-    // fixed: varied, reversal right fell from 11 to 5 of 15 (`docs/results.md`).
     (
         "' is a match (",
         &["' is a match (", "' matches (", "' is a hit ("],
     ),
+    (" so far)", &[" so far)", " found)", " up to now)"]),
     (
         "' is not a match",
         &["' is not a match", "' does not match", "' is no match"],
+    ),
+    (
+        "\nThe letter '",
+        &[
+            "\nThe letter '",
+            "\nIn total, the letter '",
+            "\nSo the letter '",
+        ],
     ),
     (
         ", the first is ",
         &[", the first is ", ", the earliest is ", ", first comes "],
     ),
     (". Only ", &[". Only ", ". Just "]),
+    (
+        " is left.",
+        &[" is left.", " remains.", " is what is left."],
+    ),
     (" words are ", &[" words are ", " words given are "]),
     (
         "The capital of ",
         &["The capital of ", "The capital city of "],
     ),
+    (
+        " is the capital of ",
+        &[" is the capital of ", " is the capital city of "],
+    ),
+    (
+        ", a country in ",
+        &[", a country in ", ", which is in ", ", in "],
+    ),
+    (
+        " The JSON object above has the three keys you asked for",
+        &[
+            " The JSON object above has the three keys you asked for",
+            " The object above has the three keys you asked for",
+            " The JSON above holds the three keys you asked for",
+        ],
+    ),
     (" is in ", &[" is in ", " lies in ", " is a country in "]),
+    (
+        " Other countries in ",
+        &[
+            " Other countries in ",
+            " More countries in ",
+            " Some other countries in ",
+        ],
+    ),
+    (
+        " and their capitals:\n",
+        &[
+            " and their capitals:\n",
+            ", with their capitals:\n",
+            " and the capitals:\n",
+        ],
+    ),
     (
         "Their first letters are",
         &["Their first letters are", "They start with"],
@@ -123,7 +235,71 @@ const CHOICES: &[(&str, &[&str])] = &[
             "Going through each letter to look for",
         ],
     ),
+    (
+        "Here are ",
+        &["Here are ", "These are ", "Here is a list of "],
+    ),
+    (
+        ", with the length of each name:\n",
+        &[
+            ", with the length of each name:\n",
+            " and how long each name is:\n",
+            ", each with its length:\n",
+        ],
+    ),
+    (" letters)\n", &[" letters)\n", " letters long)\n"]),
     ("That makes ", &["That makes ", "This gives "]),
+    (" in total.", &[" in total.", " altogether.", " in all."]),
+    (
+        "The longest of these is ",
+        &[
+            "The longest of these is ",
+            "The longest one is ",
+            "Of these, the longest is ",
+        ],
+    ),
+    // first prompts (what the eval checks, "drill model" and "I can only", stays)
+    (
+        " trained from scratch on generated practice exchanges.",
+        &[
+            " trained from scratch on generated practice exchanges.",
+            " trained from scratch on made-up practice tasks.",
+            " trained from nothing on generated practice exchanges.",
+        ],
+    ),
+    (
+        " I can solve ",
+        &[" I can solve ", " I can do ", " I am able to solve "],
+    ),
+    (
+        " help with a few kinds of practice tasks: ",
+        &[
+            " help with a few kinds of practice tasks: ",
+            " answer a few kinds of practice tasks: ",
+            " do a few kinds of practice tasks: ",
+        ],
+    ),
+    (
+        ", so this question is beyond what I was trained on.",
+        &[
+            ", so this question is beyond what I was trained on.",
+            ", so I was not trained for this question.",
+            ", and this question is outside what I learned.",
+        ],
+    ),
+    ("Try ", &["Try ", "You could try ", "For example, try "]),
+];
+
+/// Names in the code answers' bodies, each renamed the same way throughout one
+/// message (a real answer picks its own names, then keeps them). The option sets
+/// are disjoint, so two renamed names never collide.
+const RENAMES: &[(&str, &[&str])] = &[
+    ("value", &["value", "x", "item", "v"]),
+    ("total", &["total", "acc", "s", "running"]),
+    ("result", &["result", "out", "output", "kept"]),
+    ("count", &["count", "n", "hits", "tally"]),
+    ("best", &["best", "biggest", "top", "m"]),
+    ("index", &["index", "i", "pos", "j"]),
 ];
 
 /// FNV-1a of `text`: the seed of its wording.
@@ -151,12 +327,66 @@ fn vary_text(text: &str, rng: &mut Rng) -> String {
     out
 }
 
+/// Whether `c` can be part of a Python identifier.
+fn ident_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+/// `code` with each whole identifier of `names` replaced by its new name.
+fn rename_idents(code: &str, names: &[(&str, &str)]) -> String {
+    let mut out = String::with_capacity(code.len());
+    let mut rest = code;
+    while let Some(c) = rest.chars().next() {
+        let after_ident = out.chars().next_back().is_some_and(ident_char);
+        let hit = (!after_ident)
+            .then(|| {
+                names.iter().find(|(old, _)| {
+                    rest.strip_prefix(old)
+                        .is_some_and(|tail| !tail.chars().next().is_some_and(ident_char))
+                })
+            })
+            .flatten();
+        match hit {
+            Some((old, new)) => {
+                out.push_str(new);
+                rest = &rest[old.len()..];
+            }
+            None => {
+                out.push(c);
+                rest = &rest[c.len_utf8()..];
+            }
+        }
+    }
+    out
+}
+
+/// `text` with the names inside its ```python fences renamed as drawn from `rng`.
+fn rename_code(text: &str, rng: &mut Rng) -> String {
+    const OPEN: &str = "```python\n";
+    let names: Vec<(&str, &str)> = RENAMES
+        .iter()
+        .map(|&(old, options)| (old, *rng.pick::<&str>(options)))
+        .collect();
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find(OPEN) {
+        let body = &rest[i + OPEN.len()..];
+        let len = body.find("```").unwrap_or(body.len());
+        out.push_str(&rest[..i + OPEN.len()]);
+        out.push_str(&rename_idents(&body[..len], &names));
+        rest = &body[len..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// The exchange with its assistant messages reworded; its prompts, `answer` and
 /// `expect` unchanged.
 pub fn vary(mut e: Exchange) -> Exchange {
     for m in e.messages.iter_mut().filter(|m| m.role == "assistant") {
         let mut rng = Rng::new(fnv(&m.content));
-        m.content = vary_text(&m.content, &mut rng);
+        let renamed = rename_code(&m.content, &mut rng);
+        m.content = vary_text(&renamed, &mut rng);
     }
     e
 }
@@ -202,12 +432,35 @@ mod tests {
     }
 
     #[test]
+    fn code_names_are_renamed_whole_and_alike() {
+        let names = [("value", "x"), ("total", "acc")];
+        let code = "def f(values):\n    total = 0\n    for value in values:\n        total += value * value\n    return max_value(total)\n";
+        assert_eq!(
+            rename_idents(code, &names),
+            "def f(values):\n    acc = 0\n    for x in values:\n        acc += x * x\n    return max_value(acc)\n"
+        );
+        // No name is another's option, so a renamed body never merges two names.
+        let all: Vec<&str> = RENAMES
+            .iter()
+            .flat_map(|(_, o)| o.iter().copied())
+            .collect();
+        let unique: std::collections::HashSet<&str> = all.iter().copied().collect();
+        assert_eq!(all.len(), unique.len(), "{all:?}");
+        // Prose outside a fence keeps its words.
+        let mut rng = Rng::new(3);
+        let text = "```python\nresult = []\n```\nThe result is here.";
+        let v = rename_code(text, &mut rng);
+        assert!(v.ends_with("```\nThe result is here."), "{v}");
+    }
+
+    #[test]
     fn scan_replaces_once_and_keeps_the_rest() {
         let mut rng = Rng::new(1);
         let t = "Maya starts with 5 apples, so 5 - 1 = 4 apples are left. ünïcode";
         let v = vary_text(t, &mut rng);
         assert!(v.starts_with("Maya "));
-        assert!(v.ends_with("4 apples are left. ünïcode"));
+        assert!(v.contains("= 4 apples"), "{v}");
+        assert!(v.ends_with(". ünïcode"), "{v}");
         assert!(v.contains(" 5 apples"));
     }
 }
