@@ -13,51 +13,46 @@ use crate::rng::Rng;
 
 /// Choice points: a phrase the fixed answers use, and the ways a varied answer may say
 /// it (the phrase itself first). Matched left to right, longest listed first where
-/// two start alike; a replacement is never matched again.
+/// two start alike; a replacement is never matched again. Every alternative is
+/// spelled with words the bundled tokenizer has whole (checked by a test): a word it
+/// never saw comes apart into letters, and a draft then has to place each piece.
 const CHOICES: &[(&str, &[&str])] = &[
     // math
-    (
-        " starts with ",
-        &[" starts with ", " begins with ", " has "],
-    ),
+    (" starts with ", &[" starts with ", " has "]),
     (", which is ", &[", which is ", ", that is ", ", so "]),
-    (". Now ", &[". Now ", ". So ", ". That means "]),
+    (". Now ", &[". Now ", ". Then "]),
     (" gives away ", &[" gives away ", " gives "]),
-    (", so ", &[", so ", ", and ", ", which means "]),
+    (", so ", &[", so ", ", and ", ", which is "]),
     (" finds ", &[" finds ", " gets "]),
-    (" buys ", &[" buys ", " gets ", " picks up "]),
-    (" loses ", &[" loses ", " drops ", " misplaces "]),
-    (" more ", &[" more ", " extra ", " additional "]),
+    (" buys ", &[" buys ", " gets "]),
+    (" loses ", &[" loses ", " gives away "]),
+    (" more ", &[" more ", " "]),
     (
         "\nSo the new result is ",
         &[
             "\nSo the new result is ",
             "\nThe new result is ",
-            "\nThat gives ",
+            "\nNow the result is ",
         ],
     ),
     // The closing lines of sort and capital answers (before the bare "\nSo ").
     (
         "\nSo the order is ",
-        &[
-            "\nSo the order is ",
-            "\nSo the sorted order is ",
-            "\nThe order is ",
-        ],
+        &["\nSo the order is ", "\nThe order is "],
     ),
     (
         "\nSo the answer is ",
         &[
             "\nSo the answer is ",
-            "\nSo the capital is ",
             "\nThe answer is ",
+            "\nSo the capital is ",
         ],
     ),
     // The reversal answer's first and last sentences, which copy the word, stay
     // fixed: varied, reversal right fell from 11 to 5 of 15 (`docs/results.md`).
     ("\nSo '", &["\nSo '"]),
-    ("\nSo ", &["\nSo ", "\nAll in all, ", "\nThat means "]),
-    (" are left.", &[" are left.", " remain.", " are left over."]),
+    ("\nSo ", &["\nSo ", "\nNow "]),
+    (" are left.", &[" are left.", " left."]),
     (
         " at the end.\n",
         &[" at the end.\n", " now.\n", " in total.\n"],
@@ -68,11 +63,7 @@ const CHOICES: &[(&str, &[&str])] = &[
     ),
     (
         "The previous result was",
-        &[
-            "The previous result was",
-            "Before, the result was",
-            "The last answer was",
-        ],
+        &["The previous result was", "The last result was"],
     ),
     // code
     (
@@ -83,54 +74,53 @@ const CHOICES: &[(&str, &[&str])] = &[
         " and goes through it once, so it runs in linear time.",
         &[
             " and goes through it once, so it runs in linear time.",
-            " and loops over it once, so it runs in linear time.",
-            " and visits each element once, so its running time is linear.",
+            " and goes through each element once, so it runs in linear time.",
+            " and checks each element once, so it runs in linear time.",
         ],
     ),
-    (". For ", &[". For ", ". On ", ". Given "]),
+    (". For ", &[". For ", " and for "]),
     (
         " takes a list called `",
         &[
             " takes a list called `",
-            " takes a list named `",
-            " receives a list `",
+            " takes a list `",
+            " takes the list `",
         ],
     ),
     (
         " it prints ",
-        &[" it prints ", " it outputs ", " the output is "],
+        &[" it prints ", " it returns ", " the result is "],
     ),
-    (
-        "\"\"\"Return ",
-        &["\"\"\"Return ", "\"\"\"Returns ", "\"\"\"Give back "],
-    ),
-    ("  # ", &["  # ", "  # prints ", "  # -> "]),
+    ("\"\"\"Return ", &["\"\"\"Return ", "\"\"\"Compute "]),
+    ("  # ", &["  # ", "  # prints "]),
     (
         "Here is a test that checks",
-        &["Here is a test that checks", "This test checks"],
+        &[
+            "Here is a test that checks",
+            "Here is a unit test that checks",
+        ],
     ),
     (
         " the example from above and a list with one element.",
         &[
             " the example from above and a list with one element.",
-            " the example above and a one-element list.",
-            " the earlier example and a single-element list.",
+            " the example above and a list with one element.",
+            " the example from above and a one element list.",
         ],
     ),
     (
         "Running the file prints ok when both assertions hold.",
         &[
             "Running the file prints ok when both assertions hold.",
-            "If both assertions pass, running the file prints ok.",
-            "Running it prints ok when both checks pass.",
+            "Running the file prints ok if both assertions hold.",
+            "Run the file: it prints ok when both assertions hold.",
         ],
     ),
     (
         " A list with one element is the smallest input `",
         &[
             " A list with one element is the smallest input `",
-            " A one-element list is the smallest input `",
-            " The smallest input `",
+            " A list of one element is the smallest input `",
         ],
     ),
     (
@@ -138,37 +128,30 @@ const CHOICES: &[(&str, &[&str])] = &[
         &[
             "` accepts, so it is a useful edge case.",
             "` accepts, which makes it a good edge case.",
-            "` takes, so it is worth testing.",
+            "` accepts, so it is a good edge case.",
         ],
     ),
     // qa
-    (
-        "' is a match (",
-        &["' is a match (", "' matches (", "' is a hit ("],
-    ),
-    (" so far)", &[" so far)", " found)", " up to now)"]),
+    ("' is a match (", &["' is a match (", "' is the letter ("]),
+    (" so far)", &[" so far)", " now)", " in total)"]),
     (
         "' is not a match",
-        &["' is not a match", "' does not match", "' is no match"],
+        &["' is not a match", "' does not match"],
     ),
     (
         "\nThe letter '",
         &[
             "\nThe letter '",
-            "\nIn total, the letter '",
             "\nSo the letter '",
+            "\nIn total, the letter '",
         ],
     ),
     (
         ", the first is ",
-        &[", the first is ", ", the earliest is ", ", first comes "],
+        &[", the first is ", ", the first one is "],
     ),
-    (". Only ", &[". Only ", ". Just "]),
-    (
-        " is left.",
-        &[" is left.", " remains.", " is what is left."],
-    ),
-    (" words are ", &[" words are ", " words given are "]),
+    (" is left.", &[" is left.", " is the last one."]),
+    (" words are ", &[" words are ", " words in the list are "]),
     (
         "The capital of ",
         &["The capital of ", "The capital city of "],
@@ -186,17 +169,12 @@ const CHOICES: &[(&str, &[&str])] = &[
         &[
             " The JSON object above has the three keys you asked for",
             " The object above has the three keys you asked for",
-            " The JSON above holds the three keys you asked for",
         ],
     ),
-    (" is in ", &[" is in ", " lies in ", " is a country in "]),
+    (" is in ", &[" is in ", " is a country in "]),
     (
         " Other countries in ",
-        &[
-            " Other countries in ",
-            " More countries in ",
-            " Some other countries in ",
-        ],
+        &[" Other countries in ", " Other countries of "],
     ),
     (
         " and their capitals:\n",
@@ -208,54 +186,37 @@ const CHOICES: &[(&str, &[&str])] = &[
     ),
     (
         "Their first letters are",
-        &["Their first letters are", "They start with"],
+        &["Their first letters are", "The first letters are"],
     ),
-    (". From ", &[". From ", ". Of ", ". Among "]),
-    (
-        "Its letters are",
-        &[
-            "Its letters are",
-            "It is spelled",
-            "Letter by letter, it is",
-        ],
-    ),
+    ("Its letters are", &["Its letters are", "The letters are"]),
     (
         "Read from the end, they are",
-        &[
-            "Read from the end, they are",
-            "Backwards, they are",
-            "From last to first, they are",
-        ],
+        &["Read from the end, they are", "Read backwards, they are"],
     ),
     (
         "Let's check each letter for",
         &[
             "Let's check each letter for",
-            "Checking every letter for",
-            "Going through each letter to look for",
+            "Let's check every letter for",
         ],
     ),
-    (
-        "Here are ",
-        &["Here are ", "These are ", "Here is a list of "],
-    ),
+    ("Here are ", &["Here are ", "Here is a list of "]),
     (
         ", with the length of each name:\n",
         &[
             ", with the length of each name:\n",
-            " and how long each name is:\n",
-            ", each with its length:\n",
+            ", with the length of every name:\n",
+            " and the length of each name:\n",
         ],
     ),
-    (" letters)\n", &[" letters)\n", " letters long)\n"]),
-    ("That makes ", &["That makes ", "This gives "]),
-    (" in total.", &[" in total.", " altogether.", " in all."]),
+    ("That makes ", &["That makes ", "That is "]),
+    (" in total.", &[" in total.", "."]),
     (
         "The longest of these is ",
         &[
             "The longest of these is ",
             "The longest one is ",
-            "Of these, the longest is ",
+            "The longest name is ",
         ],
     ),
     // first prompts (what the eval checks, "drill model" and "I can only", stays)
@@ -263,14 +224,10 @@ const CHOICES: &[(&str, &[&str])] = &[
         " trained from scratch on generated practice exchanges.",
         &[
             " trained from scratch on generated practice exchanges.",
-            " trained from scratch on made-up practice tasks.",
-            " trained from nothing on generated practice exchanges.",
+            " trained from scratch on generated practice tasks.",
         ],
     ),
-    (
-        " I can solve ",
-        &[" I can solve ", " I can do ", " I am able to solve "],
-    ),
+    (" I can solve ", &[" I can solve ", " I can do "]),
     (
         " help with a few kinds of practice tasks: ",
         &[
@@ -283,24 +240,15 @@ const CHOICES: &[(&str, &[&str])] = &[
         ", so this question is beyond what I was trained on.",
         &[
             ", so this question is beyond what I was trained on.",
-            ", so I was not trained for this question.",
-            ", and this question is outside what I learned.",
+            ", so this question is beyond what I know.",
+            ", and this question is beyond what I was trained on.",
         ],
     ),
-    ("Try ", &["Try ", "You could try ", "For example, try "]),
 ];
 
 /// Names in the code answers' bodies, each renamed the same way throughout one
-/// message (a real answer picks its own names, then keeps them). The option sets
-/// are disjoint, so two renamed names never collide.
-const RENAMES: &[(&str, &[&str])] = &[
-    ("value", &["value", "x", "item", "v"]),
-    ("total", &["total", "acc", "s", "running"]),
-    ("result", &["result", "out", "output", "kept"]),
-    ("count", &["count", "n", "hits", "tally"]),
-    ("best", &["best", "biggest", "top", "m"]),
-    ("index", &["index", "i", "pos", "j"]),
-];
+/// message (a real answer picks its own names, then keeps them).
+const RENAMES: &[(&str, &[&str])] = &[("value", &["value", "num"])];
 
 /// FNV-1a of `text`: the seed of its wording.
 fn fnv(text: &str) -> u64 {
@@ -420,7 +368,8 @@ mod tests {
                     }
                 }
                 seen.insert(
-                    b.content.contains("Among ") as u8 + 2 * b.content.contains("Backwards") as u8,
+                    b.content.contains("the first one is") as u8
+                        + 2 * b.content.contains("Read backwards") as u8,
                 );
             }
             assert_eq!(vary(e.clone()), v, "the wording is a function of the text");
@@ -429,6 +378,58 @@ mod tests {
         assert!(seen.iter().any(|s| s & 1 == 1), "no varied sort line");
         assert!(seen.iter().any(|s| s & 2 == 2), "no varied reverse line");
         assert!(seen.contains(&0));
+    }
+
+    /// Each word an alternative brings is one token of the bundled tokenizer, which
+    /// the restyle phase trains with (the fixed phrase's own words are as the corpus
+    /// has them).
+    #[test]
+    fn alternatives_are_spelled_with_whole_tokens() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/assets/tiny-nld/tokenizer.json"
+        );
+        let tok = tokenizers::Tokenizer::from_file(path).expect("the bundled tokenizer");
+        let tokens = |s: &str| tok.encode(s, false).expect("encodes").get_ids().len();
+        let words = |s: &str| -> Vec<String> {
+            let mut out = Vec::new();
+            let mut prev = '\n';
+            let mut word = String::new();
+            for c in s.chars().chain(std::iter::once('.')) {
+                if c.is_ascii_alphabetic() {
+                    if word.is_empty() && prev == ' ' {
+                        word.push(' ');
+                    }
+                    word.push(c);
+                } else if !word.is_empty() {
+                    out.push(std::mem::take(&mut word));
+                }
+                prev = c;
+            }
+            out
+        };
+        let mut checked = 0;
+        for &(phrase, options) in CHOICES {
+            let own = words(phrase);
+            for w in options.iter().flat_map(|o| words(o)) {
+                if !own.contains(&w) {
+                    assert_eq!(
+                        tokens(&w),
+                        1,
+                        "{w:?} (for {phrase:?}) is split by the tokenizer"
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        for &(_, names) in RENAMES {
+            for n in names {
+                // After a space (`for num in`) and after a bracket (`append(num)`).
+                assert_eq!(tokens(&format!(" {n}")), 1, "{n:?}");
+                assert_eq!(tokens(n), 1, "{n:?}");
+            }
+        }
+        assert!(checked > 40, "{checked}");
     }
 
     #[test]
