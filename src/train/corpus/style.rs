@@ -16,29 +16,57 @@ use crate::rng::Rng;
 /// two start alike; a replacement is never matched again. Every alternative is
 /// spelled with words the bundled tokenizer has whole (checked by a test): a word it
 /// never saw comes apart into letters, and a draft then has to place each piece.
+/// Most points have four ways: with two, the draft leans one way (0.7–0.8) and its
+/// misses there are confident ones.
 const CHOICES: &[(&str, &[&str])] = &[
+    // The out-of-scope answer's reason (before ", so ", which it starts with).
+    (
+        ", so this question is beyond what I was trained on.",
+        &[
+            ", so this question is beyond what I was trained on.",
+            ", so this question is beyond what I know.",
+            ", and this question is beyond what I was trained on.",
+            ", and this question is beyond what I know.",
+        ],
+    ),
     // math
-    (" starts with ", &[" starts with ", " has "]),
-    (", which is ", &[", which is ", ", that is ", ", so "]),
-    (". Now ", &[". Now ", ". Then "]),
-    (" gives away ", &[" gives away ", " gives "]),
-    (", so ", &[", so ", ", and ", ", which is "]),
-    (" finds ", &[" finds ", " gets "]),
-    (" buys ", &[" buys ", " gets "]),
-    (" loses ", &[" loses ", " gives away "]),
-    (" more ", &[" more ", " "]),
+    (
+        ", which is ",
+        &[", which is ", ", that is ", ", so ", ", and "],
+    ),
+    (
+        ". Now ",
+        &[". Now ", ". Then ", ". Next, ", ". After that, "],
+    ),
+    (
+        " gives away ",
+        &[" gives away ", " gives ", " loses ", " sells "],
+    ),
+    (
+        " loses ",
+        &[" loses ", " gives away ", " gives ", " sells "],
+    ),
+    (", so ", &[", so ", ", and ", ", which is ", ", that is "]),
+    (" finds ", &[" finds ", " gets ", " adds ", " takes "]),
+    (" buys ", &[" buys ", " gets ", " takes ", " finds "]),
     (
         "\nSo the new result is ",
         &[
             "\nSo the new result is ",
             "\nThe new result is ",
             "\nNow the result is ",
+            "\nSo the result is ",
         ],
     ),
     // The closing lines of sort and capital answers (before the bare "\nSo ").
     (
         "\nSo the order is ",
-        &["\nSo the order is ", "\nThe order is "],
+        &[
+            "\nSo the order is ",
+            "\nThe order is ",
+            "\nNow the order is ",
+            "\nSo the alphabetical order is ",
+        ],
     ),
     (
         "\nSo the answer is ",
@@ -46,29 +74,56 @@ const CHOICES: &[(&str, &[&str])] = &[
             "\nSo the answer is ",
             "\nThe answer is ",
             "\nSo the capital is ",
+            "\nThe capital is ",
         ],
     ),
-    // The reversal answer's first and last sentences, which copy the word, stay
-    // fixed: varied, reversal right fell from 11 to 5 of 15 (`docs/results.md`).
+    // The reversal answer, which copies the word letter by letter, stays as it was:
+    // reworded, reversal right fell from 11 to 5 of 15 (`docs/results.md`).
     ("\nSo '", &["\nSo '"]),
-    ("\nSo ", &["\nSo ", "\nNow "]),
-    (" are left.", &[" are left.", " left."]),
+    (
+        "\nSo ",
+        &["\nSo ", "\nNow ", "\nIn the end, ", "\nIn total, "],
+    ),
+    (
+        " are left.",
+        &[" are left.", " left.", " are left now.", " now."],
+    ),
     (
         " at the end.\n",
-        &[" at the end.\n", " now.\n", " in total.\n"],
+        &[
+            " at the end.\n",
+            " in the end.\n",
+            " now.\n",
+            " in total.\n",
+        ],
     ),
     (
         "ing gives ",
-        &["ing gives ", "ing makes ", "ing that gives "],
+        &[
+            "ing gives ",
+            "ing makes ",
+            "ing that gives ",
+            "ing that makes ",
+        ],
     ),
     (
         "The previous result was",
-        &["The previous result was", "The last result was"],
+        &[
+            "The previous result was",
+            "The last result was",
+            "The previous answer was",
+            "The last answer was",
+        ],
     ),
     // code
     (
         "The function `",
-        &["The function `", "The code `", "Here `"],
+        &[
+            "The function `",
+            "The code `",
+            "Here `",
+            "Here the function `",
+        ],
     ),
     (
         " and goes through it once, so it runs in linear time.",
@@ -76,36 +131,38 @@ const CHOICES: &[(&str, &[&str])] = &[
             " and goes through it once, so it runs in linear time.",
             " and goes through each element once, so it runs in linear time.",
             " and checks each element once, so it runs in linear time.",
+            " and goes through it once, so it takes linear time.",
         ],
     ),
-    (". For ", &[". For ", " and for "]),
     (
         " takes a list called `",
         &[
             " takes a list called `",
             " takes a list `",
             " takes the list `",
+            " accepts a list called `",
         ],
     ),
     (
         " it prints ",
-        &[" it prints ", " it returns ", " the result is "],
+        &[
+            " it prints ",
+            " it returns ",
+            " the result is ",
+            " the function returns ",
+        ],
     ),
-    ("\"\"\"Return ", &["\"\"\"Return ", "\"\"\"Compute "]),
-    ("  # ", &["  # ", "  # prints "]),
+    (
+        "  # ",
+        &["  # ", "  # prints ", "  # returns ", "  # gives "],
+    ),
     (
         "Here is a test that checks",
         &[
             "Here is a test that checks",
             "Here is a unit test that checks",
-        ],
-    ),
-    (
-        " the example from above and a list with one element.",
-        &[
-            " the example from above and a list with one element.",
-            " the example above and a list with one element.",
-            " the example from above and a one element list.",
+            "Here is a test which checks",
+            "Here is a unit test which checks",
         ],
     ),
     (
@@ -114,67 +171,59 @@ const CHOICES: &[(&str, &[&str])] = &[
             "Running the file prints ok when both assertions hold.",
             "Running the file prints ok if both assertions hold.",
             "Run the file: it prints ok when both assertions hold.",
-        ],
-    ),
-    (
-        " A list with one element is the smallest input `",
-        &[
-            " A list with one element is the smallest input `",
-            " A list of one element is the smallest input `",
+            "Run the file: it prints ok if both assertions hold.",
         ],
     ),
     (
         "` accepts, so it is a useful edge case.",
         &[
             "` accepts, so it is a useful edge case.",
-            "` accepts, which makes it a good edge case.",
             "` accepts, so it is a good edge case.",
+            "` accepts, which makes it a useful edge case.",
+            "` accepts, which makes it a good edge case.",
         ],
     ),
     // qa
-    ("' is a match (", &["' is a match (", "' is the letter ("]),
     (" so far)", &[" so far)", " now)", " in total)"]),
-    (
-        "' is not a match",
-        &["' is not a match", "' does not match"],
-    ),
     (
         "\nThe letter '",
         &[
             "\nThe letter '",
             "\nSo the letter '",
             "\nIn total, the letter '",
+            "\nNow the letter '",
         ],
     ),
     (
         ", the first is ",
-        &[", the first is ", ", the first one is "],
+        &[
+            ", the first is ",
+            ", the first one is ",
+            ", the first word is ",
+            ", first is ",
+        ],
     ),
-    (" is left.", &[" is left.", " is the last one."]),
-    (" words are ", &[" words are ", " words in the list are "]),
     (
-        "The capital of ",
-        &["The capital of ", "The capital city of "],
-    ),
-    (
-        " is the capital of ",
-        &[" is the capital of ", " is the capital city of "],
+        " is left.",
+        &[
+            " is left.",
+            " is the last one.",
+            " is the last word.",
+            " is left now.",
+        ],
     ),
     (
         ", a country in ",
-        &[", a country in ", ", which is in ", ", in "],
-    ),
-    (
-        " The JSON object above has the three keys you asked for",
         &[
-            " The JSON object above has the three keys you asked for",
-            " The object above has the three keys you asked for",
+            ", a country in ",
+            ", which is in ",
+            ", in ",
+            ", a country of ",
         ],
     ),
-    (" is in ", &[" is in ", " is a country in "]),
     (
-        " Other countries in ",
-        &[" Other countries in ", " Other countries of "],
+        " is in ",
+        &[" is in ", " is a country in ", " is a country of "],
     ),
     (
         " and their capitals:\n",
@@ -182,73 +231,64 @@ const CHOICES: &[(&str, &[&str])] = &[
             " and their capitals:\n",
             ", with their capitals:\n",
             " and the capitals:\n",
+            ", with the capitals:\n",
         ],
     ),
-    (
-        "Their first letters are",
-        &["Their first letters are", "The first letters are"],
-    ),
-    ("Its letters are", &["Its letters are", "The letters are"]),
-    (
-        "Read from the end, they are",
-        &["Read from the end, they are", "Read backwards, they are"],
-    ),
-    (
-        "Let's check each letter for",
-        &[
-            "Let's check each letter for",
-            "Let's check every letter for",
-        ],
-    ),
-    ("Here are ", &["Here are ", "Here is a list of "]),
     (
         ", with the length of each name:\n",
         &[
             ", with the length of each name:\n",
             ", with the length of every name:\n",
             " and the length of each name:\n",
+            " and the length of every name:\n",
         ],
     ),
-    ("That makes ", &["That makes ", "That is "]),
-    (" in total.", &[" in total.", "."]),
+    (
+        "That makes ",
+        &["That makes ", "That is ", "So that makes ", "So that is "],
+    ),
     (
         "The longest of these is ",
         &[
             "The longest of these is ",
             "The longest one is ",
             "The longest name is ",
+            "The longest word is ",
         ],
     ),
     // first prompts (what the eval checks, "drill model" and "I can only", stays)
     (
-        " trained from scratch on generated practice exchanges.",
+        " generated practice exchanges.",
         &[
-            " trained from scratch on generated practice exchanges.",
-            " trained from scratch on generated practice tasks.",
+            " generated practice exchanges.",
+            " generated practice tasks.",
+            " generated practice problems.",
+            " generated practice questions.",
         ],
     ),
-    (" I can solve ", &[" I can solve ", " I can do "]),
+    (
+        " I can solve ",
+        &[
+            " I can solve ",
+            " I can do ",
+            " I can help with ",
+            " I can answer ",
+        ],
+    ),
     (
         " help with a few kinds of practice tasks: ",
         &[
             " help with a few kinds of practice tasks: ",
             " answer a few kinds of practice tasks: ",
             " do a few kinds of practice tasks: ",
-        ],
-    ),
-    (
-        ", so this question is beyond what I was trained on.",
-        &[
-            ", so this question is beyond what I was trained on.",
-            ", so this question is beyond what I know.",
-            ", and this question is beyond what I was trained on.",
+            " solve a few kinds of practice tasks: ",
         ],
     ),
 ];
 
 /// Names in the code answers' bodies, each renamed the same way throughout one
 /// message (a real answer picks its own names, then keeps them).
-const RENAMES: &[(&str, &[&str])] = &[("value", &["value", "num"])];
+const RENAMES: &[(&str, &[&str])] = &[("value", &["value", "num", "n", "v"])];
 
 /// FNV-1a of `text`: the seed of its wording.
 fn fnv(text: &str) -> u64 {
@@ -369,15 +409,27 @@ mod tests {
                 }
                 seen.insert(
                     b.content.contains("the first one is") as u8
-                        + 2 * b.content.contains("Read backwards") as u8,
+                        + 2 * b.content.contains("The last answer was") as u8,
                 );
             }
             assert_eq!(vary(e.clone()), v, "the wording is a function of the text");
         }
         // Both alternatives occur somewhere, and so do the fixed phrases.
         assert!(seen.iter().any(|s| s & 1 == 1), "no varied sort line");
-        assert!(seen.iter().any(|s| s & 2 == 2), "no varied reverse line");
+        assert!(seen.iter().any(|s| s & 2 == 2), "no varied follow-up line");
         assert!(seen.contains(&0));
+    }
+
+    #[test]
+    fn no_phrase_is_hidden_behind_an_earlier_one() {
+        for (i, &(first, _)) in CHOICES.iter().enumerate() {
+            for &(later, _) in &CHOICES[i + 1..] {
+                assert!(
+                    !later.starts_with(first),
+                    "{later:?} never matches: {first:?} is tried first"
+                );
+            }
+        }
     }
 
     /// Each word an alternative brings is one token of the bundled tokenizer, which
