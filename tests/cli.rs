@@ -400,6 +400,49 @@ fn bench_runs_side_by_side_and_names_bad_prompt_lines() {
     assert_clean_error(&bench(&["--blocks", "0"]), "linear B=0");
 }
 
+/// `eval` on the bundled model: every figure printed, the JSON consistent with itself
+/// (the low-margin share is the misplaced and in-place shares' weighted mean).
+#[test]
+fn eval_prints_the_first_rejection_split_and_keeps_it_consistent() {
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("eval.json");
+    let o = run(&[
+        "eval",
+        "--prompts",
+        "assets/prompts/math.jsonl,assets/prompts/qa.jsonl",
+        "--limit",
+        "3",
+        "--blocks",
+        "8",
+        "--max-new-tokens",
+        "96",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    for figure in [
+        "math exact answers",
+        "LinearSS output identical to AR: yes",
+        "margin<0.50 at 1st reject",
+        "1st rejections with the drafted token misplaced",
+        "calibration error",
+    ] {
+        assert!(out.contains(figure), "no {figure:?} in:\n{out}");
+    }
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let b = &v["blocks"][0];
+    let f = |k: &str| b[k].as_f64().unwrap_or_else(|| panic!("{k} in {b}"));
+    let mis = f("misplaced_at_reject");
+    assert!(
+        mis > 0.0 && mis < 1.0,
+        "both kinds of rejection occur: {mis}"
+    );
+    let mixed = mis * f("low_margin_misplaced") + (1.0 - mis) * f("low_margin_in_place");
+    assert!((mixed - f("low_margin_at_reject")).abs() < 1e-9, "{b}");
+}
+
 /// Output into a closed pipe ends quietly, as Unix tools do: no panic, no message.
 #[cfg(unix)]
 #[test]

@@ -86,6 +86,12 @@ pub struct BlockReport {
     pub second_choice_right: f64,
     /// At the first rejection, the draft margin is below the risk threshold.
     pub low_margin_at_reject: f64,
+    /// First rejections whose drafted token is misplaced (`RoundRecord::misplaced`).
+    pub misplaced_at_reject: f64,
+    /// The margin-below-threshold share among the misplaced first rejections, and
+    /// among the others.
+    pub low_margin_misplaced: f64,
+    pub low_margin_in_place: f64,
     /// Of positions flagged risky, the share that are the first rejection.
     pub risky_precision: f64,
     /// The draft's reliability: judged positions by the draft's top probability.
@@ -227,6 +233,8 @@ pub fn evaluate(
         let (mut advanced, mut full, mut within7, mut rejects, mut second, mut low) =
             (0, 0, 0, 0, 0, 0);
         let (mut risky, mut risky_hit) = (0, 0);
+        // (first rejections, with a margin below the threshold), misplaced or not.
+        let mut by_place = [(0, 0); 2];
         let mut judged = Vec::new();
         let mut per_family: BTreeMap<String, (usize, usize)> = BTreeMap::new();
         for (i, p) in prompts.iter().enumerate() {
@@ -281,7 +289,11 @@ pub fn evaluate(
                         rejects += 1;
                         within7 += usize::from(q <= 7);
                         second += usize::from(r.second_choice_right == Some(true));
-                        low += usize::from(r.margin_at_reject.is_some_and(|m| m < risk_threshold));
+                        let is_low = r.margin_at_reject.is_some_and(|m| m < risk_threshold);
+                        low += usize::from(is_low);
+                        let place = &mut by_place[usize::from(r.misplaced == Some(true))];
+                        place.0 += 1;
+                        place.1 += usize::from(is_low);
                         risky_hit += usize::from(r.risky.contains(&q));
                     }
                 }
@@ -293,6 +305,10 @@ pub fn evaluate(
         br.fail_within_7 = within7 as f64 / r;
         br.second_choice_right = second as f64 / rejects.max(1) as f64;
         br.low_margin_at_reject = low as f64 / rejects.max(1) as f64;
+        let share = |a: usize, n: usize| a as f64 / n.max(1) as f64;
+        br.misplaced_at_reject = share(by_place[1].0, rejects);
+        br.low_margin_misplaced = share(by_place[1].1, by_place[1].0);
+        br.low_margin_in_place = share(by_place[0].1, by_place[0].0);
         br.risky_precision = risky_hit as f64 / risky.max(1) as f64;
         (br.reliability, br.calibration_error) = reliability(&judged);
         br.mean_accept_by_family = per_family

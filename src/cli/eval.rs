@@ -102,6 +102,13 @@ pub fn run(a: EvalArgs) -> Result<()> {
             100.0 * b.risky_precision
         );
         println!(
+            "   1st rejections with the drafted token misplaced (a repeat of the one before, or due 1–2 places on): {:.1}%; margin<{:.2} at {:.1}% of those, {:.1}% of the rest",
+            100.0 * b.misplaced_at_reject,
+            a.risk_threshold,
+            100.0 * b.low_margin_misplaced,
+            100.0 * b.low_margin_in_place
+        );
+        println!(
             "   draft reliability over the positions the verifier judged (calibration error {:.3}):",
             b.calibration_error
         );

@@ -25,6 +25,11 @@ pub struct RoundRecord {
     /// At the first rejection, the verifier's token is the draft's second choice
     /// (drafts recorded with their top-k only).
     pub second_choice_right: Option<bool>,
+    /// At the first rejection, the draft's token is misplaced: it repeats the drafted
+    /// token before it, or is the request's own token one or two positions on (the
+    /// draft knew the words, not their places). One pass drafts every position from
+    /// the seed alone, so nothing stops two positions from taking the same token.
+    pub misplaced: Option<bool>,
     /// The draft positions the verifier judged (1 up to the first rejection, or the
     /// whole block): the draft's top probability there and whether its top choice
     /// was the verifier's token (drafts recorded with detail only).
@@ -47,6 +52,11 @@ pub fn round_records<'a>(events: impl IntoIterator<Item = &'a DecodeEvent>) -> V
     let mut out: Vec<RoundRecord> = Vec::new();
     // Index in `out` of each request's last round, for its branch outcome.
     let mut last: HashMap<RequestId, usize> = HashMap::new();
+    // Each request's committed tokens, and the rejections whose `misplaced` needs the
+    // tokens committed after them: (index in `out`, position of the rejected token in
+    // the request's output, the token drafted there).
+    let mut committed: HashMap<RequestId, Vec<u32>> = HashMap::new();
+    let mut pending: Vec<(usize, usize, u32)> = Vec::new();
     for e in events {
         match e {
             DecodeEvent::RequestStarted {
@@ -71,7 +81,7 @@ pub fn round_records<'a>(events: impl IntoIterator<Item = &'a DecodeEvent>) -> V
                 ..
             } => {
                 let draft = drafts.remove(req);
-                let (block, margins, detail, risky, reused) = match draft {
+                let (drafted, margins, detail, risky, reused) = match draft {
                     Some(DecodeEvent::Drafted {
                         block,
                         margins,
@@ -80,15 +90,16 @@ pub fn round_records<'a>(events: impl IntoIterator<Item = &'a DecodeEvent>) -> V
                         reused,
                         ..
                     }) => (
-                        block.len(),
+                        block.as_slice(),
                         margins.as_slice(),
                         detail.as_slice(),
                         risky.clone(),
                         *reused,
                     ),
                     // An AR step verifies its one token without a draft.
-                    _ => (1, &[][..], &[][..], Vec::new(), None),
+                    _ => (&[][..], &[][..], &[][..], Vec::new(), None),
                 };
+                let block = drafted.len().max(1);
                 let at = |q: usize| q.checked_sub(1);
                 let margin_at_reject = first_reject
                     .and_then(at)
@@ -98,6 +109,18 @@ pub fn round_records<'a>(events: impl IntoIterator<Item = &'a DecodeEvent>) -> V
                     let verifier = verifier_tokens.get(i)?;
                     Some(pos.top.get(1).is_some_and(|t| t.0 == *verifier))
                 });
+                // A repeat is known now; the tokens on from the rejection once the
+                // request has committed them (block position 0 is the seed, the last
+                // token committed so far).
+                let mut misplaced = None;
+                if let Some(q) = first_reject.filter(|&q| q > 0 && q < drafted.len()) {
+                    let repeat = drafted[q] == drafted[q - 1];
+                    misplaced = Some(repeat);
+                    let seed_at = committed.get(req).map_or(0, Vec::len).checked_sub(1);
+                    if let (Some(seed_at), false) = (seed_at, repeat) {
+                        pending.push((out.len(), seed_at + q, drafted[q]));
+                    }
+                }
                 let judged_len = first_reject.unwrap_or(detail.len()).min(detail.len());
                 let judged = detail[..judged_len]
                     .iter()
@@ -114,6 +137,7 @@ pub fn round_records<'a>(events: impl IntoIterator<Item = &'a DecodeEvent>) -> V
                     first_reject: *first_reject,
                     margin_at_reject,
                     second_choice_right,
+                    misplaced,
                     judged,
                     risky,
                     reused,
@@ -121,12 +145,21 @@ pub fn round_records<'a>(events: impl IntoIterator<Item = &'a DecodeEvent>) -> V
                     branches: None,
                 });
             }
+            DecodeEvent::Committed { req, tokens, .. } => {
+                committed.entry(*req).or_default().extend(tokens);
+            }
             DecodeEvent::BranchResolved { req, outcome, .. } => {
                 if let Some(&i) = last.get(req) {
                     out[i].branches = Some(*outcome);
                 }
             }
             _ => {}
+        }
+    }
+    for (i, at, token) in pending {
+        let later = committed.get(&out[i].req).map_or(&[][..], Vec::as_slice);
+        if later.iter().skip(at + 1).take(2).any(|&t| t == token) {
+            out[i].misplaced = Some(true);
         }
     }
     out
@@ -220,6 +253,55 @@ mod tests {
             r[1].judged,
             vec![(0.9, true), (0.5, false)],
             "up to the first rejection, not past it"
+        );
+    }
+
+    #[test]
+    fn a_rejected_token_is_misplaced_when_repeated_or_due_later() {
+        let commit = |round, tokens: &[u32]| DecodeEvent::Committed {
+            req: 1,
+            round,
+            tokens: tokens.to_vec(),
+            origins: vec![],
+            text: String::new(),
+        };
+        let round = |round, block: Vec<u32>, q: usize| {
+            [
+                DecodeEvent::Drafted {
+                    req: 1,
+                    round,
+                    margins: vec![0.9; block.len() - 1],
+                    block,
+                    risky: vec![],
+                    reused: None,
+                    detail: vec![],
+                },
+                DecodeEvent::Verified {
+                    req: 1,
+                    round,
+                    accepted: q - 1,
+                    first_reject: Some(q),
+                    verifier_tokens: vec![],
+                    bonus: 0,
+                    detail: vec![],
+                },
+            ]
+        };
+        // The request's tokens: 10 11 12 13 14 15 16 17.
+        let mut events = vec![commit(0, &[10])];
+        events.extend(round(1, vec![10, 11, 11, 12], 2)); // repeats 11
+        events.push(commit(1, &[11, 12]));
+        events.extend(round(2, vec![12, 14, 15], 1)); // 14 is due one place on
+        events.push(commit(2, &[13]));
+        events.extend(round(3, vec![13, 14, 9, 16], 2)); // 9 is nowhere near
+        events.push(commit(3, &[14, 15]));
+        events.extend(round(4, vec![15, 16, 17, 5], 3)); // right until 3, 5 not due yet
+        events.push(commit(4, &[16, 17]));
+        let r = round_records(&events);
+        let misplaced: Vec<_> = r.iter().map(|r| r.misplaced).collect();
+        assert_eq!(
+            misplaced,
+            [Some(true), Some(true), Some(false), Some(false)]
         );
     }
 }
