@@ -736,6 +736,14 @@ fn a_replay_is_read_only_and_says_how_to_start() {
     start_replay(&mut s);
     update(&mut s, Msg::Input(InputEdit::Insert('a')));
     assert!(s.chat.input.is_empty(), "typing does nothing in a replay");
+    s.status.notice = None;
+    update(&mut s, Msg::Action(Action::HistoryPrev));
+    let said = s.status.notice.as_ref().map(|n| n.text.clone());
+    assert_eq!(
+        said.as_deref(),
+        Some("a replay is read-only"),
+        "the input history is a write too"
+    );
     let buf = draw(&s, &Theme::dark(), 120, 30);
     let all = screen_text(&buf);
     assert!(all.contains("Nothing played yet"), "{all}");

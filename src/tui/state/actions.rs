@@ -115,8 +115,10 @@ pub(super) fn on_action(s: &mut State, a: Action) -> Vec<Effect> {
             s.help = !s.help;
             s.help_scroll = 0;
         }
-        Action::HistoryPrev => s.chat.input.history_prev(),
-        Action::HistoryNext => s.chat.input.history_next(),
+        // Like every key that writes, they say so in a replay instead of doing nothing.
+        Action::HistoryPrev if !read_only(s) => s.chat.input.history_prev(),
+        Action::HistoryNext if !read_only(s) => s.chat.input.history_next(),
+        Action::HistoryPrev | Action::HistoryNext => {}
         Action::ScrollUp => s.chat.scroll(-1),
         Action::ScrollDown => s.chat.scroll(1),
         Action::PageUp => s.chat.scroll(-(i64::from(s.chat.area.1.max(2)) - 1)),
