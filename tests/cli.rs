@@ -441,6 +441,15 @@ fn eval_prints_the_first_rejection_split_and_keeps_it_consistent() {
     );
     let mixed = mis * f("low_margin_misplaced") + (1.0 - mis) * f("low_margin_in_place");
     assert!((mixed - f("low_margin_at_reject")).abs() < 1e-9, "{b}");
+    // Rounds advance exactly the answers' tokens after the prefill's first: an
+    // answer's last round counts up to its eos, not what the verifier said after.
+    let prompts = v["ar"]["prompts"].as_f64().unwrap();
+    let answers = v["ar"]["mean_answer_tokens"].as_f64().unwrap() * prompts;
+    let advanced = f("mean_accept") * f("rounds");
+    assert!(
+        (advanced - (answers - prompts)).abs() < 1e-6,
+        "rounds advanced {advanced} tokens, the answers have {answers} in {prompts} prompts"
+    );
 }
 
 /// Output into a closed pipe ends quietly, as Unix tools do: no panic, no message.

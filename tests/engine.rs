@@ -91,6 +91,8 @@ fn reuse_saves_draft_forwards_and_tpf_is_as_defined() {
             s.new_tokens - 1,
             "the prefill token is not a decode token"
         );
+        let advanced: usize = s.accept_hist.iter().enumerate().map(|(a, n)| a * n).sum();
+        assert_eq!(advanced, s.decode_tokens, "rounds advance what they commit");
         let tpf = s.decode_tokens as f64
             / (s.draft_forwards + s.verify_forwards + s.fused_forwards) as f64;
         assert!((s.tpf() - tpf).abs() < 1e-12);

@@ -284,6 +284,7 @@ pub fn evaluate(
                     }),
                 );
                 match r.first_reject {
+                    None if r.ended => {}
                     None => full += 1,
                     Some(q) => {
                         rejects += 1;

@@ -95,7 +95,9 @@ pub fn collect(
             let sig = signals::signals(l, mask)?;
             let toks: Vec<u32> = sig.iter().map(|s| s.argmax).collect();
             let v = round::verify(block, &toks);
-            advance.insert(blocks[k], v.advance());
+            // Positions after an accepted EOS are not part of any answer.
+            let (kept, _) = round::truncate_emitted(v.emitted(), &eos, usize::MAX);
+            advance.insert(blocks[k], kept.len());
             if k == canonical {
                 canon = Some((v, sig));
             } else if ar_step && k == 0 {

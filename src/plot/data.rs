@@ -152,7 +152,7 @@ pub fn acceptance_from_rounds(rounds: &[RoundRecord], what: &str) -> Acceptance 
             label: f,
             ..Hist::default()
         });
-        h.add(r.advance, r.first_reject.is_none());
+        h.add(r.advance, r.first_reject.is_none() && !r.ended);
     }
     Acceptance {
         what: what.to_string(),
@@ -205,7 +205,8 @@ pub fn positions_from_bench(results: &[BenchResult]) -> Vec<PositionCurve> {
 /// Figure 2 from a recording: every block size its rounds used.
 pub fn positions_from_rounds(rounds: &[RoundRecord]) -> Vec<PositionCurve> {
     let mut by: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
-    for r in rounds.iter().filter(|r| r.block > 1) {
+    // A round the answer ended in says nothing of the positions after its end.
+    for r in rounds.iter().filter(|r| r.block > 1 && !r.ended) {
         crate::engine::events::count_in(by.entry(r.block).or_default(), r.advance - 1);
     }
     by.into_iter()

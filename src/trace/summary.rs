@@ -329,16 +329,11 @@ impl SummaryBuilder {
             }
             DecodeEvent::Verified {
                 req,
-                accepted,
                 verifier_tokens,
                 ..
             } => {
                 if let Some(o) = self.open.get_mut(req) {
                     o.round.block = verifier_tokens.len();
-                    o.round.advance = accepted + 1;
-                    let f = s.families.entry(o.family.clone()).or_default();
-                    f.rounds += 1;
-                    count_in(&mut f.hist, accepted + 1);
                 }
             }
             DecodeEvent::BranchResolved { req, outcome, .. } => {
@@ -354,7 +349,13 @@ impl SummaryBuilder {
                 if let Some(o) = self.open.get_mut(req) {
                     o.tally.record_commit(tokens.len(), *round == 0);
                     if *round > 0 {
-                        let r = std::mem::take(&mut o.round);
+                        // A round advances what it committed: the verdict cut at the
+                        // answer's end, as the engine counts it.
+                        let mut r = std::mem::take(&mut o.round);
+                        r.advance = tokens.len();
+                        let f = s.families.entry(o.family.clone()).or_default();
+                        f.rounds += 1;
+                        count_in(&mut f.hist, r.advance);
                         o.tally.record_round(&r);
                     }
                 }

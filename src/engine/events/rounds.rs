@@ -15,8 +15,12 @@ pub struct RoundRecord {
     pub round: usize,
     /// Block size B (1: an AR step).
     pub block: usize,
-    /// Tokens advanced: accepted drafts + the bonus token.
+    /// Tokens advanced: accepted drafts + the bonus token, up to the answer's end.
     pub advance: usize,
+    /// The answer ended inside this block (EOS among the accepted drafts, or the
+    /// token budget): the verifier's verdict on the positions after the end is not
+    /// part of it, so the round is neither full nor rejected there.
+    pub ended: bool,
     /// The first rejected block position (1-based; `None`: the whole block passed).
     pub first_reject: Option<usize>,
     /// The draft's margin at the first rejection (drafts recorded with detail, or
@@ -42,6 +46,26 @@ pub struct RoundRecord {
     pub built: Vec<BranchKind>,
     /// What became of this round's branches, if it built any.
     pub branches: Option<BranchOutcome>,
+}
+
+impl RoundRecord {
+    /// The round kept `kept` tokens of its verdict: when fewer than it advanced, the
+    /// answer ended inside the block and what the verifier said after that is dropped
+    /// (`Committed` is cut at EOS and at the budget; `Verified` is the whole block's).
+    fn end_after(&mut self, kept: usize) {
+        if kept >= self.advance {
+            return;
+        }
+        self.ended = true;
+        self.advance = kept;
+        self.first_reject = None;
+        self.margin_at_reject = None;
+        self.second_choice_right = None;
+        self.misplaced = None;
+        // Block position k holds the k-th kept token (position 0 is the seed).
+        self.judged.truncate(kept);
+        self.risky.retain(|&q| q <= kept);
+    }
 }
 
 /// Every verified round in `events`, in order. Requests may interleave.
@@ -134,6 +158,7 @@ pub fn round_records<'a>(events: impl IntoIterator<Item = &'a DecodeEvent>) -> V
                     round: *round,
                     block,
                     advance: accepted + 1,
+                    ended: false,
                     first_reject: *first_reject,
                     margin_at_reject,
                     second_choice_right,
@@ -145,8 +170,15 @@ pub fn round_records<'a>(events: impl IntoIterator<Item = &'a DecodeEvent>) -> V
                     branches: None,
                 });
             }
-            DecodeEvent::Committed { req, tokens, .. } => {
+            DecodeEvent::Committed {
+                req, round, tokens, ..
+            } => {
                 committed.entry(*req).or_default().extend(tokens);
+                if let Some(r) = last.get(req).and_then(|&i| out.get_mut(i)) {
+                    if r.round == *round {
+                        r.end_after(tokens.len());
+                    }
+                }
             }
             DecodeEvent::BranchResolved { req, outcome, .. } => {
                 if let Some(&i) = last.get(req) {
@@ -157,6 +189,9 @@ pub fn round_records<'a>(events: impl IntoIterator<Item = &'a DecodeEvent>) -> V
         }
     }
     for (i, at, token) in pending {
+        if out[i].first_reject.is_none() {
+            continue; // the rejection fell after the answer's end
+        }
         let later = committed.get(&out[i].req).map_or(&[][..], Vec::as_slice);
         if later.iter().skip(at + 1).take(2).any(|&t| t == token) {
             out[i].misplaced = Some(true);
@@ -287,7 +322,7 @@ mod tests {
                 },
             ]
         };
-        // The request's tokens: 10 11 12 13 14 15 16 17.
+        // The request's tokens: 10 11 12 13 14 15 16 17 18.
         let mut events = vec![commit(0, &[10])];
         events.extend(round(1, vec![10, 11, 11, 12], 2)); // repeats 11
         events.push(commit(1, &[11, 12]));
@@ -296,12 +331,72 @@ mod tests {
         events.extend(round(3, vec![13, 14, 9, 16], 2)); // 9 is nowhere near
         events.push(commit(3, &[14, 15]));
         events.extend(round(4, vec![15, 16, 17, 5], 3)); // right until 3, 5 not due yet
-        events.push(commit(4, &[16, 17]));
+        events.push(commit(4, &[16, 17, 18]));
         let r = round_records(&events);
         let misplaced: Vec<_> = r.iter().map(|r| r.misplaced).collect();
         assert_eq!(
             misplaced,
             [Some(true), Some(true), Some(false), Some(false)]
+        );
+    }
+
+    #[test]
+    fn a_round_the_answer_ends_in_counts_up_to_the_end() {
+        // B = 6: the draft has EOS (2) at position 2 and the verifier agrees; it also
+        // agrees with positions 3 and 4 and rejects 5, after the answer's end.
+        let detail = |c: f32| pos(&[(7, c), (8, 0.9 - c)]);
+        let events = vec![
+            DecodeEvent::Drafted {
+                req: 1,
+                round: 1,
+                margins: vec![0.9; 5],
+                block: vec![5, 6, 2, 1, 1, 9],
+                risky: vec![2, 5],
+                reused: None,
+                detail: (0..5).map(|_| detail(0.95)).collect(),
+            },
+            DecodeEvent::Verified {
+                req: 1,
+                round: 1,
+                accepted: 4,
+                first_reject: Some(5),
+                verifier_tokens: vec![6, 2, 1, 1, 4, 3],
+                bonus: 4,
+                detail: vec![],
+            },
+            DecodeEvent::Committed {
+                req: 1,
+                round: 1,
+                tokens: vec![6, 2],
+                origins: vec![],
+                text: String::new(),
+            },
+        ];
+        let r = round_records(&events);
+        assert_eq!(
+            (r[0].advance, r[0].ended, r[0].first_reject),
+            (2, true, None)
+        );
+        assert_eq!(
+            (r[0].margin_at_reject, r[0].misplaced),
+            (None, None),
+            "the rejection after the end is not one"
+        );
+        assert_eq!(r[0].judged.len(), 2);
+        assert_eq!(r[0].risky, vec![2]);
+        // A round that keeps all it advanced has not ended.
+        let mut whole = events.clone();
+        whole[2] = DecodeEvent::Committed {
+            req: 1,
+            round: 1,
+            tokens: vec![6, 2, 1, 1, 4],
+            origins: vec![],
+            text: String::new(),
+        };
+        let r = round_records(&whole);
+        assert_eq!(
+            (r[0].advance, r[0].ended, r[0].first_reject),
+            (5, false, Some(5))
         );
     }
 }

@@ -111,7 +111,8 @@ impl Scheduler {
         }
         r.stats.tally.record_round(&RoundTally {
             block: b,
-            advance: verdict.advance(),
+            // What the answer got: the verdict cut at EOS and the budget.
+            advance: kept.len(),
             drafted: p.drafted,
             reused: p.reused.is_some(),
             branches: p.branches.iter().map(|br| br.kind).collect(),
