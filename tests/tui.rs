@@ -748,6 +748,28 @@ fn a_replay_is_read_only_and_says_how_to_start() {
     let all = screen_text(&buf);
     assert!(all.contains("Nothing played yet"), "{all}");
     assert!(!all.contains("Type a message"), "{all}");
+    // At 80 columns the replay's marker gives up its pace so the notice is read whole.
+    update(
+        &mut s,
+        Msg::Replay(ReplayStatus {
+            file: "x.jsonl".into(),
+            pos: 1234,
+            len: 5678,
+            playing: true,
+            pace: ReplayPace::RoundsPerSec(3.0),
+        }),
+    );
+    let status = text_at(&draw(&s, &Theme::dark(), 80, 24), 0, 23, 80);
+    assert!(
+        status.contains("▶ replay 1234/5678") && status.contains("a replay is read-only"),
+        "{status}"
+    );
+    s.status.notice = None;
+    let status = text_at(&draw(&s, &Theme::dark(), 80, 24), 0, 23, 80);
+    assert!(
+        status.contains("replay event 1234/5678 · 3 rounds/s"),
+        "{status}"
+    );
 }
 
 #[test]

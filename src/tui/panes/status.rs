@@ -72,33 +72,56 @@ fn short_model_name(model: &str) -> String {
 
 pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme, keys: &Keymap) {
     let width = usize::from(area.width);
-    // Markers with their keys where the line is wide, bare where it is not.
-    let wide = markers(s, t, keys, true);
-    let w: usize = wide.iter().map(|(x, _)| x.width() + SEP.width()).sum();
+    let w = |m: &[(String, Style)]| {
+        m.iter()
+            .map(|(x, _)| x.width() + SEP.width())
+            .sum::<usize>()
+    };
+    // Markers with their keys where the line is wide, bare where it is not, and
+    // compact where a notice would not be read beside the bare ones.
+    let wide = markers(s, t, keys, Detail::Keys);
     // The keys only where every left field (model, mode, TPF …) fits beside them.
-    let right = if w + 90 <= width {
+    let right = if w(&wide) + 90 <= width {
         wide
     } else {
-        markers(s, t, keys, false)
+        let bare = markers(s, t, keys, Detail::Bare);
+        let notice = s.status.notice.as_ref().map_or(0, |n| n.text.width());
+        if notice > 0 && notice_room(s, keys, w(&bare), width) < notice {
+            markers(s, t, keys, Detail::Compact)
+        } else {
+            bare
+        }
     };
     draw_with(f, area, s, t, keys, right);
 }
 
+/// How much the markers say.
+#[derive(Clone, Copy, PartialEq)]
+enum Detail {
+    /// With the keys that change them.
+    Keys,
+    Bare,
+    /// The replay's position alone (no pace, no "event").
+    Compact,
+}
+
 /// The state markers: replay position, pause, slow motion, recording.
-fn markers(s: &State, t: &Theme, keys: &Keymap, with_keys: bool) -> Vec<(String, Style)> {
+fn markers(s: &State, t: &Theme, keys: &Keymap, detail: Detail) -> Vec<(String, Style)> {
     let st = &s.status;
+    let with_keys = detail == Detail::Keys;
     let mut right: Vec<(String, Style)> = Vec::new();
     if let Some(r) = &st.replay {
-        right.push((
-            format!(
-                "{} replay event {}/{} · {}",
-                if r.playing { "▶" } else { "⏸" },
+        let mark = if r.playing { "▶" } else { "⏸" };
+        let text = match detail {
+            Detail::Compact => format!("{mark} replay {}/{}", r.pos, r.len),
+            _ => format!(
+                "{mark} replay event {}/{} · {}",
                 r.pos,
                 r.len,
                 r.pace.label()
             ),
-            t.status_key,
-        ));
+        };
+        right.push((text, t.status_key));
     } else {
         if st.paused {
             let text = if with_keys {
@@ -124,6 +147,23 @@ fn markers(s: &State, t: &Theme, keys: &Keymap, with_keys: bool) -> Vec<(String,
     right
 }
 
+/// What the line has for the notice: the width less the markers (`markers_w`, each
+/// with its separator), the help key and the name and activity kept on the left.
+fn notice_room(s: &State, keys: &Keymap, markers_w: usize, width: usize) -> usize {
+    let help = format!("{} help", keys.hint(Action::Help)).width() + SEP.width();
+    let keep = APP.width() + SEP.width() + activity(s).width() + 1;
+    width.saturating_sub(markers_w + help + SEP.width() + keep)
+}
+
+/// Whether the session is answering, and how many requests.
+fn activity(s: &State) -> String {
+    match s.session.live.len() {
+        0 => "idle".to_string(),
+        1 => "answering".to_string(),
+        n => format!("{n} answering"),
+    }
+}
+
 fn draw_with(
     f: &mut Frame,
     area: Rect,
@@ -136,19 +176,15 @@ fn draw_with(
     let sm = &s.stats.current;
     let st = &s.status;
     // The help key is a marker too: it stays whatever the notice.
-    right.push((format!("{} help", keys.hint(Action::Help)), t.status));
+    let help = format!("{} help", keys.hint(Action::Help));
+    let help_w = help.width() + SEP.width();
+    right.push((help, t.status));
     let markers_w: usize = right.iter().map(|(x, _)| x.width() + SEP.width()).sum();
-    let live = s.session.live.len();
-    let activity = match live {
-        0 => "idle".to_string(),
-        1 => "answering".to_string(),
-        n => format!("{n} answering"),
-    };
+    let activity = activity(s);
     // The notice in what is left beside the name and the activity (paused, one must
     // still see whether it is answering); cut in the middle, it is on the help's
     // messages page in full.
-    let keep = APP.width() + SEP.width() + activity.width() + 1;
-    let notice_room = width.saturating_sub(markers_w + SEP.width() + keep);
+    let notice_room = notice_room(s, keys, markers_w - help_w, width);
     if let Some(n) = &st.notice {
         let style = match n.level {
             Level::Info => t.status_key,
