@@ -285,6 +285,7 @@ fn finish(s: &mut State) {
     tally.record_round(&specscope::engine::events::RoundTally {
         block: 8,
         advance: 3,
+        ended: false,
         drafted: true,
         reused: false,
         branches: vec![BranchKind::Correction { rank: 1 }, BranchKind::Continuation],
@@ -1176,8 +1177,15 @@ fn positions_past_the_answers_end_are_not_drawn_as_accepted() {
     let rows = usize::from(base - top);
     let full = column.chars().filter(|c| *c == '█').count();
     assert_eq!(full, rows / 2, "half the rows: {column:?}");
-    let (bx, by) = find_text(&buf, "bonus '⏎'").expect("the verdict's bonus");
-    assert_eq!(buf[(bx, by)].fg, theme.discarded.fg.unwrap());
+    // The verdict counts up to the end: no "full block", no bonus after it.
+    assert!(
+        all.contains("✓ accepted 2 of 3  → 2 tokens kept: the answer ends here"),
+        "{all}"
+    );
+    assert!(
+        !all.contains("full block") && !all.contains("bonus '⏎'"),
+        "{all}"
+    );
     let (x, y) = find_text(&buf, "·Done").unwrap();
     let row = text_at(&buf, x, y, 12);
     assert_eq!(buf[(x, y)].fg, theme.accepted.fg.unwrap(), "{row}");

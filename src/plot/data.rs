@@ -168,13 +168,17 @@ pub struct PositionCurve {
     pub points: Vec<(usize, f64, usize)>,
 }
 
-/// Per-position acceptance from `accepted[k]` = rounds that accepted exactly k drafts.
-pub fn position_curve(block: usize, accepted: &[usize]) -> PositionCurve {
-    let at_least = |k: usize| accepted.iter().skip(k).sum::<usize>();
+/// Per-position acceptance from `accepted[k]` = rounds that accepted exactly k drafts
+/// and were judged at the next position, and `ended[k]` = rounds the answer ended in
+/// after k accepted drafts (nothing after them judged: they count as reaching and
+/// passing positions 1..=k only).
+pub fn position_curve(block: usize, accepted: &[usize], ended: &[usize]) -> PositionCurve {
+    let from = |h: &[usize], k: usize| h.iter().skip(k).sum::<usize>();
     let points = (1..block)
         .filter_map(|i| {
-            let reached = at_least(i - 1);
-            (reached > 0).then(|| (i, ratio(at_least(i), reached), reached))
+            let reached = from(accepted, i - 1) + from(ended, i);
+            let passed = from(accepted, i) + from(ended, i);
+            (reached > 0).then(|| (i, ratio(passed, reached), reached))
         })
         .collect();
     PositionCurve { block, points }
@@ -195,22 +199,31 @@ pub fn positions_from_bench(results: &[BenchResult]) -> Vec<PositionCurve> {
         .into_iter()
         .filter(|(b, _)| *b > 1)
         .map(|(b, r)| {
-            // accept_hist counts tokens advanced (accepted + 1).
-            let accepted: Vec<usize> = r.tally.accept_hist.iter().skip(1).copied().collect();
-            position_curve(b, &accepted)
+            // accept_hist counts tokens advanced (accepted + 1) and ended_hist those of
+            // them the answer ended in (every advanced token an accepted draft).
+            let t = &r.tally;
+            let ended = |a: usize| t.ended_hist.get(a).copied().unwrap_or(0);
+            let accepted: Vec<usize> = (1..t.accept_hist.len())
+                .map(|a| t.accept_hist[a].saturating_sub(ended(a)))
+                .collect();
+            position_curve(b, &accepted, &t.ended_hist)
         })
         .collect()
 }
 
 /// Figure 2 from a recording: every block size its rounds used.
 pub fn positions_from_rounds(rounds: &[RoundRecord]) -> Vec<PositionCurve> {
-    let mut by: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
-    // A round the answer ended in says nothing of the positions after its end.
-    for r in rounds.iter().filter(|r| r.block > 1 && !r.ended) {
-        crate::engine::events::count_in(by.entry(r.block).or_default(), r.advance - 1);
+    let mut by: BTreeMap<usize, (Vec<usize>, Vec<usize>)> = BTreeMap::new();
+    for r in rounds.iter().filter(|r| r.block > 1) {
+        let (accepted, ended) = by.entry(r.block).or_default();
+        // A round the answer ended in accepted every position it kept.
+        match r.ended {
+            true => crate::engine::events::count_in(ended, r.advance),
+            false => crate::engine::events::count_in(accepted, r.advance - 1),
+        }
     }
     by.into_iter()
-        .map(|(b, acc)| position_curve(b, &acc))
+        .map(|(b, (acc, ended))| position_curve(b, &acc, &ended))
         .collect()
 }
 
@@ -432,7 +445,13 @@ mod tests {
     #[test]
     fn position_acceptance_is_conditional_on_reaching() {
         // B = 4: 2 rounds accept 0 drafts, 1 accepts 1, 1 accepts all 3.
-        let c = position_curve(4, &[2, 1, 0, 1]);
+        let c = position_curve(4, &[2, 1, 0, 1], &[]);
+        // One round more that ended after 2 accepted drafts: it passed 1 and 2 and
+        // says nothing of 3.
+        let e = position_curve(4, &[2, 1, 0, 1], &[0, 0, 1]);
+        assert_eq!(e.points[0], (1, 0.6, 5));
+        assert_eq!(e.points[1], (2, 2.0 / 3.0, 3));
+        assert_eq!(e.points[2], (3, 1.0, 1));
         assert_eq!(c.points.len(), 3);
         assert_eq!(c.points[0], (1, 0.5, 4));
         assert_eq!(c.points[1], (2, 0.5, 2));

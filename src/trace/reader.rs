@@ -81,7 +81,7 @@ pub fn parse_trace(bytes: &[u8], name: &str) -> Result<Trace> {
                 order
                     .push(&s, lineno)
                     .with_context(|| format!("{name}:{lineno}"))?;
-                events.push(s)
+                events.push(*s)
             }
             Parsed::Unknown(kind) => warnings.push(format!(
                 "{name}:{lineno}: unknown event kind `{kind}` skipped"
@@ -138,7 +138,8 @@ fn shown(v: Option<&Value>) -> String {
 }
 
 enum Parsed {
-    Event(Stamped),
+    // Boxed: an event is far larger than the name of an unknown kind.
+    Event(Box<Stamped>),
     Unknown(String),
 }
 
@@ -176,5 +177,5 @@ fn parse_event(mut value: Value, lines: usize) -> Result<Parsed> {
     } else {
         return Ok(Parsed::Unknown(kind));
     };
-    Ok(Parsed::Event(Stamped { t, seq, event }))
+    Ok(Parsed::Event(Box::new(Stamped { t, seq, event })))
 }

@@ -18,7 +18,8 @@ use crate::engine::events::{
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct FamilyStats {
     pub rounds: usize,
-    /// `hist[a]` = rounds that advanced `a` tokens (accepted drafts + 1).
+    /// `hist[a]` = rounds that advanced `a` tokens (accepted drafts + 1, cut at the
+    /// answer's end).
     pub hist: Vec<usize>,
 }
 
@@ -329,11 +330,14 @@ impl SummaryBuilder {
             }
             DecodeEvent::Verified {
                 req,
+                accepted,
                 verifier_tokens,
                 ..
             } => {
                 if let Some(o) = self.open.get_mut(req) {
                     o.round.block = verifier_tokens.len();
+                    // The whole verdict's advance, cut at `Committed`.
+                    o.round.advance = accepted + 1;
                 }
             }
             DecodeEvent::BranchResolved { req, outcome, .. } => {
@@ -352,6 +356,7 @@ impl SummaryBuilder {
                         // A round advances what it committed: the verdict cut at the
                         // answer's end, as the engine counts it.
                         let mut r = std::mem::take(&mut o.round);
+                        r.ended = tokens.len() < r.advance;
                         r.advance = tokens.len();
                         let f = s.families.entry(o.family.clone()).or_default();
                         f.rounds += 1;

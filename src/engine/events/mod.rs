@@ -14,7 +14,8 @@ pub use rounds::{round_records, RoundRecord};
 pub use stats::{add_hist, count_in, hist_mean, keyed, ratio, RequestStats, RoundTally, Tally};
 
 /// Version of the event schema (recordings carry it in their header).
-pub const EVENT_VERSION: u32 = 2;
+/// 3: a branch miss can be `ended` (the answer ended inside the block).
+pub const EVENT_VERSION: u32 = 3;
 
 /// Identifies a request for its whole life.
 pub type RequestId = u64;
@@ -207,6 +208,9 @@ pub enum MissReason {
     ContinuationMiss,
     /// Full block accepted and no continuation was built.
     ContinuationAbsent,
+    /// The answer ended inside the block (an accepted eos, or the budget): what the
+    /// verifier said after the end judges no branch.
+    Ended,
 }
 
 impl MissReason {
@@ -220,6 +224,7 @@ impl MissReason {
             MissReason::WrongCandidate => "verifier chose another token",
             MissReason::ContinuationMiss => "continuation guessed another bonus",
             MissReason::ContinuationAbsent => "full block, no continuation built",
+            MissReason::Ended => "the answer ended in the block",
         }
     }
 }

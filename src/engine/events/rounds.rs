@@ -58,6 +58,12 @@ impl RoundRecord {
         }
         self.ended = true;
         self.advance = kept;
+        if self.branches.is_some() {
+            // (Recordings before event version 3 judged branches past the end.)
+            self.branches = Some(BranchOutcome::Miss {
+                reason: super::MissReason::Ended,
+            });
+        }
         self.first_reject = None;
         self.margin_at_reject = None;
         self.second_choice_right = None;
@@ -76,6 +82,9 @@ pub fn round_records<'a>(events: impl IntoIterator<Item = &'a DecodeEvent>) -> V
     let mut out: Vec<RoundRecord> = Vec::new();
     // Index in `out` of each request's last round, for its branch outcome.
     let mut last: HashMap<RequestId, usize> = HashMap::new();
+    // Whether each round in `out` committed: a recording cut off after a verdict
+    // holds a round that did not, which the statistics (like `trace summary`) drop.
+    let mut kept: Vec<bool> = Vec::new();
     // Each request's committed tokens, and the rejections whose `misplaced` needs the
     // tokens committed after them: (index in `out`, position of the rejected token in
     // the request's output, the token drafted there).
@@ -152,6 +161,7 @@ pub fn round_records<'a>(events: impl IntoIterator<Item = &'a DecodeEvent>) -> V
                     .filter_map(|(pos, v)| pos.top.first().map(|t| (t.1, t.0 == *v)))
                     .collect();
                 last.insert(*req, out.len());
+                kept.push(false);
                 out.push(RoundRecord {
                     req: *req,
                     family: family.get(req).cloned(),
@@ -174,9 +184,10 @@ pub fn round_records<'a>(events: impl IntoIterator<Item = &'a DecodeEvent>) -> V
                 req, round, tokens, ..
             } => {
                 committed.entry(*req).or_default().extend(tokens);
-                if let Some(r) = last.get(req).and_then(|&i| out.get_mut(i)) {
-                    if r.round == *round {
-                        r.end_after(tokens.len());
+                if let Some(&i) = last.get(req) {
+                    if out[i].round == *round {
+                        out[i].end_after(tokens.len());
+                        kept[i] = true;
                     }
                 }
             }
@@ -195,9 +206,14 @@ pub fn round_records<'a>(events: impl IntoIterator<Item = &'a DecodeEvent>) -> V
         let later = committed.get(&out[i].req).map_or(&[][..], Vec::as_slice);
         if later.iter().skip(at + 1).take(2).any(|&t| t == token) {
             out[i].misplaced = Some(true);
+        } else if later.len() < at + 3 {
+            out[i].misplaced = None; // the answer ended before it could be due
         }
     }
-    out
+    out.into_iter()
+        .zip(kept)
+        .filter_map(|(r, k)| k.then_some(r))
+        .collect()
 }
 
 #[cfg(test)]
@@ -264,6 +280,18 @@ mod tests {
                 detail: vec![],
             },
         ];
+        // A round counts once it has committed (a recording may stop between).
+        assert!(round_records(&events).is_empty());
+        let mut events = events;
+        for (req, tokens) in [(2, vec![6, 3]), (1, vec![6, 9])] {
+            events.push(DecodeEvent::Committed {
+                req,
+                round: 1,
+                tokens,
+                origins: vec![],
+                text: String::new(),
+            });
+        }
         let r = round_records(&events);
         assert_eq!(r.len(), 2);
         assert_eq!((r[0].req, r[0].block, r[0].advance), (2, 2, 2));
@@ -332,6 +360,10 @@ mod tests {
         events.push(commit(3, &[14, 15]));
         events.extend(round(4, vec![15, 16, 17, 5], 3)); // right until 3, 5 not due yet
         events.push(commit(4, &[16, 17, 18]));
+        // Until two more tokens are out, whether 5 was due is not known.
+        let r = round_records(&events);
+        assert_eq!(r[3].misplaced, None);
+        events.push(commit(5, &[19, 20]));
         let r = round_records(&events);
         let misplaced: Vec<_> = r.iter().map(|r| r.misplaced).collect();
         assert_eq!(
@@ -346,6 +378,13 @@ mod tests {
         // agrees with positions 3 and 4 and rejects 5, after the answer's end.
         let detail = |c: f32| pos(&[(7, c), (8, 0.9 - c)]);
         let events = vec![
+            DecodeEvent::Committed {
+                req: 1,
+                round: 0,
+                tokens: vec![5],
+                origins: vec![],
+                text: String::new(),
+            },
             DecodeEvent::Drafted {
                 req: 1,
                 round: 1,
@@ -363,6 +402,15 @@ mod tests {
                 verifier_tokens: vec![6, 2, 1, 1, 4, 3],
                 bonus: 4,
                 detail: vec![],
+            },
+            // As a recording before event version 3 has it: judged past the end.
+            DecodeEvent::BranchResolved {
+                req: 1,
+                round: 1,
+                outcome: BranchOutcome::Hit {
+                    index: 0,
+                    kind: BranchKind::Continuation,
+                },
             },
             DecodeEvent::Committed {
                 req: 1,
@@ -384,9 +432,15 @@ mod tests {
         );
         assert_eq!(r[0].judged.len(), 2);
         assert_eq!(r[0].risky, vec![2]);
+        assert_eq!(
+            r[0].branches,
+            Some(BranchOutcome::Miss {
+                reason: crate::engine::events::MissReason::Ended
+            })
+        );
         // A round that keeps all it advanced has not ended.
         let mut whole = events.clone();
-        whole[2] = DecodeEvent::Committed {
+        whole[4] = DecodeEvent::Committed {
             req: 1,
             round: 1,
             tokens: vec![6, 2, 1, 1, 4],

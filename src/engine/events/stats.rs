@@ -15,8 +15,12 @@ use super::{BranchCount, BranchKind};
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RoundTally {
     pub block: usize,
-    /// Tokens advanced: accepted drafts + 1.
+    /// Tokens advanced: accepted drafts + 1, cut at the answer's end (what the round
+    /// committed).
     pub advance: usize,
+    /// The answer ended inside the block (an accepted eos, or the budget): the
+    /// positions after `advance` were not judged as part of it.
+    pub ended: bool,
     /// A draft forward ran for this round (not an AR step, not a reused block).
     pub drafted: bool,
     /// The block came from a branch of the previous round.
@@ -47,8 +51,13 @@ pub struct Tally {
     pub query_tokens: usize,
     /// Rows over the decode forwards (this request's only).
     pub rows: usize,
-    /// `accept_hist[a]` = rounds that advanced `a` tokens (accepted drafts + 1).
+    /// `accept_hist[a]` = rounds that advanced `a` tokens (accepted drafts + 1, cut
+    /// at the answer's end).
     pub accept_hist: Vec<usize>,
+    /// `ended_hist[a]`: of those, the rounds the answer ended in after `a` tokens
+    /// (every drafted position up to `a` accepted, none after it judged).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ended_hist: Vec<usize>,
     /// Rounds per block size.
     #[serde(with = "keyed")]
     pub blocks: BTreeMap<usize, usize>,
@@ -62,6 +71,9 @@ impl Tally {
     pub fn record_round(&mut self, r: &RoundTally) {
         self.rounds += 1;
         count_in(&mut self.accept_hist, r.advance);
+        if r.ended {
+            count_in(&mut self.ended_hist, r.advance);
+        }
         *self.blocks.entry(r.block).or_default() += 1;
         if r.drafted {
             self.draft_forwards += 1;
@@ -127,6 +139,7 @@ impl AddAssign<&Tally> for Tally {
         self.query_tokens += o.query_tokens;
         self.rows += o.rows;
         add_hist(&mut self.accept_hist, &o.accept_hist);
+        add_hist(&mut self.ended_hist, &o.ended_hist);
         for (b, n) in &o.blocks {
             *self.blocks.entry(*b).or_default() += n;
         }

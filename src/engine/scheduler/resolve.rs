@@ -81,8 +81,11 @@ impl Scheduler {
             bonus: verdict.bonus,
             detail: if detail { views(&vsig) } else { Vec::new() },
         });
-        let ends = kept.len() < verdict.emitted().len()
-            || kept.last().is_some_and(|t| self.eos.contains(t));
+        // The answer ended inside the block (an accepted eos, or the budget): past its
+        // end the verifier judged nothing of it. It `ends` also when its last token
+        // is the round's own.
+        let ended = kept.len() < verdict.advance();
+        let ends = ended || kept.last().is_some_and(|t| self.eos.contains(t));
         let mut hit: Option<BranchKind> = None;
         if !p.branches.is_empty() {
             let cont_first = p
@@ -90,7 +93,13 @@ impl Scheduler {
                 .iter()
                 .position(|br| br.kind == BranchKind::Continuation)
                 .map(|k| predicted[k].1[0]);
-            let outcome = overlap::resolve(&p.branches, &verdict, cont_first);
+            let outcome = if ended {
+                BranchOutcome::Miss {
+                    reason: overlap::MissReason::Ended,
+                }
+            } else {
+                overlap::resolve(&p.branches, &verdict, cont_first)
+            };
             if let BranchOutcome::Hit { index, kind } = outcome {
                 hit = Some(kind);
                 if !ends {
@@ -102,7 +111,9 @@ impl Scheduler {
                     });
                 }
             }
-            self.hit_rates.record(&p.branches, hit);
+            if !ended {
+                self.hit_rates.record(&p.branches, hit);
+            }
             sink.emit(DecodeEvent::BranchResolved {
                 req: id,
                 round: rnd,
@@ -113,6 +124,7 @@ impl Scheduler {
             block: b,
             // What the answer got: the verdict cut at EOS and the budget.
             advance: kept.len(),
+            ended,
             drafted: p.drafted,
             reused: p.reused.is_some(),
             branches: p.branches.iter().map(|br| br.kind).collect(),

@@ -44,7 +44,7 @@ pub const LEGEND: &[(&str, &str)] = &[
     ("[a b …]", "a branch row's first drafted tokens"),
     ("drafts saved", "draft forwards skipped because a branch row hit"),
     ("branches (br)", "history: by kind, branch rows that hit / rows built, then the hit rate over all kinds; \"branch\" or \"br\" and fewer parts where the pane is narrow"),
-    ("mean acceptance (acc)", "history title: tokens a round advanced (accepted drafts + the bonus), averaged over the session's rounds; an answer's last round counts whole even where fewer were kept, as in bench and eval"),
+    ("mean acceptance (acc)", "history title: tokens a round advanced (accepted drafts + the bonus), averaged over the session's rounds; an answer's last round counts the tokens it kept, as in bench and eval"),
     ("request N live", "the round pane follows the newest round of request N while it answers (\"latest\" once it is done, \"replay\" in a replay; \"past\" when you walk back with Alt+←)"),
     ("history bars (adv/B)", "one per round: height = tokens advanced (kept, in an answer's last round) ÷ block size; colour: full block, reject, reused branch"),
     ("family histogram", "per prompt family: how many rounds advanced 1, 2, ≤4, ≤8 … tokens, bar height relative to the family's most common"),

@@ -88,11 +88,12 @@ const BUCKETS: [(usize, usize, &str); 7] = [
 /// Rounds a rate is averaged over in the timeline.
 const WINDOW: usize = 8;
 
-/// Bar style of a round: reused block, full block, or a reject.
+/// Bar style of a round: reused block, full block, or the rest (a reject, or the
+/// answer's end inside the block).
 pub fn bar_style(r: &RoundView, t: &Theme) -> Style {
     if r.reused.is_some() {
         t.bar_reused
-    } else if r.verdict.as_ref().is_some_and(|v| v.first_reject.is_none()) {
+    } else if r.verdict.as_ref().is_some_and(|v| v.first_reject.is_none()) && !r.ended() {
         t.bar_full
     } else {
         t.bar_partial

@@ -74,22 +74,14 @@ fn stopped(r: &RoundView, s: &State) -> bool {
         .is_some_and(|info| info.stop == Some(StopReason::Cancelled))
 }
 
-/// The answer ended inside this round's block (EOS or the token limit), before the
-/// bonus.
-fn ended_here(r: &RoundView) -> bool {
-    match (&r.verdict, kept(r)) {
-        (Some(v), Some(k)) => k <= v.accepted,
-        _ => false,
-    }
-}
-
 pub fn fate(r: &RoundView, p: usize) -> PosFate {
     if p == 0 {
         return PosFate::Seed;
     }
     match &r.verdict {
         None => PosFate::Pending,
-        Some(v) if p <= v.accepted && kept(r).is_some_and(|k| p > k) => PosFate::PastEnd,
+        // Past the answer's end nothing counts, accepted or rejected.
+        Some(_) if r.ended() && kept(r).is_some_and(|k| p > k) => PosFate::PastEnd,
         Some(v) if p <= v.accepted => PosFate::Accepted,
         Some(v) if v.first_reject == Some(p) => PosFate::Rejected,
         Some(_) => PosFate::Discarded,
@@ -178,7 +170,7 @@ fn block_lines(r: &RoundView, st: &State, t: &Theme, width: usize) -> Vec<Line<'
             out.push(Line::from(std::mem::take(&mut top)));
             out.push(Line::from(std::mem::take(&mut bottom)));
         }
-        let style = if ended_here(r) { t.discarded } else { t.bonus };
+        let style = if r.ended() { t.discarded } else { t.bonus };
         top.push(Span::styled(tok, style));
         bottom.push(Span::styled("bonus", t.dim));
     }
@@ -196,8 +188,27 @@ fn verdict_lines(r: &RoundView, s: &State, t: &Theme, width: usize) -> Vec<Line<
     };
     let tok = |id: u32| quoted(&s.session.token(id));
     let drafts = r.block.len().saturating_sub(1);
+    let unit = |n: usize| if n == 1 { "token" } else { "tokens" };
     // Each phrase is glued: it wraps whole ("bonus '6'", "→ 2 tokens"), not at its
     // inner spaces.
+    if let (true, Some(k)) = (r.ended(), kept(r)) {
+        // The answer ended among the accepted drafts: what the verifier said after
+        // its end (more accepts, a reject, a bonus) is no part of it.
+        let pieces = [
+            (
+                glue(&format!("{HIT_GLYPH} accepted {k} of {drafts}")),
+                t.accepted,
+            ),
+            (
+                format!(
+                    "  {} the answer ends here",
+                    glue(&format!("→ {k} {} kept:", unit(k)))
+                ),
+                t.dim,
+            ),
+        ];
+        return wrap(&pieces, width);
+    }
     let mut pieces = vec![(
         glue(&format!("{HIT_GLYPH} accepted {} of {drafts}", v.accepted)),
         t.accepted,
@@ -218,23 +229,12 @@ fn verdict_lines(r: &RoundView, s: &State, t: &Theme, width: usize) -> Vec<Line<
         None if drafts > 0 => pieces.push(("  full block".into(), t.accepted)),
         None => {}
     }
-    let bonus_style = if ended_here(r) { t.discarded } else { t.bonus };
     pieces.push((
         format!("  {}", glue(&format!("bonus {}", tok(v.bonus)))),
-        bonus_style,
+        t.bonus,
     ));
     let n = v.accepted + 1;
-    let unit = |n: usize| if n == 1 { "token" } else { "tokens" };
-    match kept(r) {
-        Some(k) if k < n => pieces.push((
-            format!(
-                "  {} the answer ends here",
-                glue(&format!("→ {k} {} kept:", unit(k)))
-            ),
-            t.dim,
-        )),
-        _ => pieces.push((format!("  {}", glue(&format!("→ {n} {}", unit(n)))), t.dim)),
-    }
+    pieces.push((format!("  {}", glue(&format!("→ {n} {}", unit(n)))), t.dim));
     wrap(&pieces, width)
 }
 
@@ -285,6 +285,9 @@ fn branch_lines(r: &RoundView, s: &State, t: &Theme, width: usize) -> Vec<Line<'
             // The round's one reason is about corrections when the block was
             // rejected and about the continuation when it was accepted whole; the
             // other kind of row was not needed.
+            Some(BranchOutcome::Miss {
+                reason: MissReason::Ended,
+            }) => ("unused: the answer ended".to_string(), t.miss),
             Some(BranchOutcome::Miss { reason }) => {
                 let full = matches!(
                     reason,

@@ -63,6 +63,12 @@ impl RoundView {
         self.verdict.as_ref().map(|v| v.accepted + 1)
     }
 
+    /// The answer ended inside this round's block (EOS or the token limit), before
+    /// the bonus: the verdict past its end is no part of it.
+    pub fn ended(&self) -> bool {
+        !self.committed.is_empty() && self.advance().is_some_and(|a| self.committed.len() < a)
+    }
+
     /// Positions shown: the block when drafted, else the seed and the verifier's token.
     pub fn positions(&self) -> usize {
         self.block.len().max(self.block_size.unwrap_or(1)).max(1)
