@@ -48,6 +48,13 @@ pub fn verify(block: &[u32], verifier: &[u32]) -> Verdict {
     }
 }
 
+/// The answer ended inside the block: the round kept fewer tokens than its verdict
+/// advances (`truncate_emitted` cut them at an accepted EOS or at the budget), and
+/// what the verifier said past the end is no part of the answer.
+pub fn ended_inside(kept: usize, advance: usize) -> bool {
+    kept < advance
+}
+
 /// Cuts emitted tokens after the first EOS and at the remaining budget; returns the
 /// kept tokens and whether generation must stop (EOS seen or budget used up).
 pub fn truncate_emitted(emitted: &[u32], eos: &[u32], budget_left: usize) -> (Vec<u32>, bool) {

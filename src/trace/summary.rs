@@ -356,7 +356,7 @@ impl SummaryBuilder {
                         // A round advances what it committed: the verdict cut at the
                         // answer's end, as the engine counts it.
                         let mut r = std::mem::take(&mut o.round);
-                        r.ended = tokens.len() < r.advance;
+                        r.ended = crate::engine::round::ended_inside(tokens.len(), r.advance);
                         r.advance = tokens.len();
                         let f = s.families.entry(o.family.clone()).or_default();
                         f.rounds += 1;

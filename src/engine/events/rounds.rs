@@ -53,7 +53,7 @@ impl RoundRecord {
     /// answer ended inside the block and what the verifier said after that is dropped
     /// (`Committed` is cut at EOS and at the budget; `Verified` is the whole block's).
     fn end_after(&mut self, kept: usize) {
-        if kept >= self.advance {
+        if !crate::engine::round::ended_inside(kept, self.advance) {
             return;
         }
         self.ended = true;
@@ -84,7 +84,7 @@ pub fn round_records<'a>(events: impl IntoIterator<Item = &'a DecodeEvent>) -> V
     let mut last: HashMap<RequestId, usize> = HashMap::new();
     // Whether each round in `out` committed: a recording cut off after a verdict
     // holds a round that did not, which the statistics (like `trace summary`) drop.
-    let mut kept: Vec<bool> = Vec::new();
+    let mut has_commit: Vec<bool> = Vec::new();
     // Each request's committed tokens, and the rejections whose `misplaced` needs the
     // tokens committed after them: (index in `out`, position of the rejected token in
     // the request's output, the token drafted there).
@@ -161,7 +161,7 @@ pub fn round_records<'a>(events: impl IntoIterator<Item = &'a DecodeEvent>) -> V
                     .filter_map(|(pos, v)| pos.top.first().map(|t| (t.1, t.0 == *v)))
                     .collect();
                 last.insert(*req, out.len());
-                kept.push(false);
+                has_commit.push(false);
                 out.push(RoundRecord {
                     req: *req,
                     family: family.get(req).cloned(),
@@ -187,7 +187,7 @@ pub fn round_records<'a>(events: impl IntoIterator<Item = &'a DecodeEvent>) -> V
                 if let Some(&i) = last.get(req) {
                     if out[i].round == *round {
                         out[i].end_after(tokens.len());
-                        kept[i] = true;
+                        has_commit[i] = true;
                     }
                 }
             }
@@ -211,8 +211,8 @@ pub fn round_records<'a>(events: impl IntoIterator<Item = &'a DecodeEvent>) -> V
         }
     }
     out.into_iter()
-        .zip(kept)
-        .filter_map(|(r, k)| k.then_some(r))
+        .zip(has_commit)
+        .filter_map(|(r, c)| c.then_some(r))
         .collect()
 }
 

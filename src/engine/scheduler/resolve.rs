@@ -84,7 +84,7 @@ impl Scheduler {
         // The answer ended inside the block (an accepted eos, or the budget): past its
         // end the verifier judged nothing of it. It `ends` also when its last token
         // is the round's own.
-        let ended = kept.len() < verdict.advance();
+        let ended = round::ended_inside(kept.len(), verdict.advance());
         let ends = ended || kept.last().is_some_and(|t| self.eos.contains(t));
         let mut hit: Option<BranchKind> = None;
         if !p.branches.is_empty() {

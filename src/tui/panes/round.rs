@@ -48,12 +48,6 @@ pub enum PosFate {
     PastEnd,
 }
 
-/// Tokens the round committed, once known: fewer than it advanced when the answer
-/// ends inside the block.
-fn kept(r: &RoundView) -> Option<usize> {
-    (!r.committed.is_empty()).then_some(r.committed.len())
-}
-
 /// The answer's last round: its request no longer answers and no round of it came
 /// after (a branch that hit here is never used).
 fn last_of_answer(r: &RoundView, s: &State) -> bool {
@@ -81,7 +75,7 @@ pub fn fate(r: &RoundView, p: usize) -> PosFate {
     match &r.verdict {
         None => PosFate::Pending,
         // Past the answer's end nothing counts, accepted or rejected.
-        Some(_) if r.ended() && kept(r).is_some_and(|k| p > k) => PosFate::PastEnd,
+        Some(_) if r.ended() && p > r.committed.len() => PosFate::PastEnd,
         Some(v) if p <= v.accepted => PosFate::Accepted,
         Some(v) if v.first_reject == Some(p) => PosFate::Rejected,
         Some(_) => PosFate::Discarded,
@@ -191,9 +185,10 @@ fn verdict_lines(r: &RoundView, s: &State, t: &Theme, width: usize) -> Vec<Line<
     let unit = |n: usize| if n == 1 { "token" } else { "tokens" };
     // Each phrase is glued: it wraps whole ("bonus '6'", "→ 2 tokens"), not at its
     // inner spaces.
-    if let (true, Some(k)) = (r.ended(), kept(r)) {
+    if r.ended() {
         // The answer ended among the accepted drafts: what the verifier said after
         // its end (more accepts, a reject, a bonus) is no part of it.
+        let k = r.committed.len();
         let pieces = [
             (
                 glue(&format!("{HIT_GLYPH} accepted {k} of {drafts}")),

@@ -72,21 +72,16 @@ fn short_model_name(model: &str) -> String {
 
 pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme, keys: &Keymap) {
     let width = usize::from(area.width);
-    let w = |m: &[(String, Style)]| {
-        m.iter()
-            .map(|(x, _)| x.width() + SEP.width())
-            .sum::<usize>()
-    };
     // Markers with their keys where the line is wide, bare where it is not, and
     // compact where a notice would not be read beside the bare ones.
     let wide = markers(s, t, keys, Detail::Keys);
     // The keys only where every left field (model, mode, TPF …) fits beside them.
-    let right = if w(&wide) + 90 <= width {
+    let right = if markers_width(&wide) + 90 <= width {
         wide
     } else {
         let bare = markers(s, t, keys, Detail::Bare);
         let notice = s.status.notice.as_ref().map_or(0, |n| n.text.width());
-        if notice > 0 && notice_room(s, keys, w(&bare), width) < notice {
+        if notice > 0 && notice_room(s, keys, markers_width(&bare), width) < notice {
             markers(s, t, keys, Detail::Compact)
         } else {
             bare
@@ -147,10 +142,20 @@ fn markers(s: &State, t: &Theme, keys: &Keymap, detail: Detail) -> Vec<(String, 
     right
 }
 
-/// What the line has for the notice: the width less the markers (`markers_w`, each
-/// with its separator), the help key and the name and activity kept on the left.
+/// The markers' width, each with its separator.
+fn markers_width(markers: &[(String, Style)]) -> usize {
+    markers.iter().map(|(x, _)| x.width() + SEP.width()).sum()
+}
+
+/// The help key's marker.
+fn help_label(keys: &Keymap) -> String {
+    format!("{} help", keys.hint(Action::Help))
+}
+
+/// What the line has for the notice: the width less the markers (`markers_w`), the
+/// help key and the name and activity kept on the left.
 fn notice_room(s: &State, keys: &Keymap, markers_w: usize, width: usize) -> usize {
-    let help = format!("{} help", keys.hint(Action::Help)).width() + SEP.width();
+    let help = help_label(keys).width() + SEP.width();
     let keep = APP.width() + SEP.width() + activity(s).width() + 1;
     width.saturating_sub(markers_w + help + SEP.width() + keep)
 }
@@ -175,16 +180,13 @@ fn draw_with(
     let width = usize::from(area.width);
     let sm = &s.stats.current;
     let st = &s.status;
-    // The help key is a marker too: it stays whatever the notice.
-    let help = format!("{} help", keys.hint(Action::Help));
-    let help_w = help.width() + SEP.width();
-    right.push((help, t.status));
-    let markers_w: usize = right.iter().map(|(x, _)| x.width() + SEP.width()).sum();
-    let activity = activity(s);
     // The notice in what is left beside the name and the activity (paused, one must
     // still see whether it is answering); cut in the middle, it is on the help's
     // messages page in full.
-    let notice_room = notice_room(s, keys, markers_w - help_w, width);
+    let notice_room = notice_room(s, keys, markers_width(&right), width);
+    // The help key is a marker too: it stays whatever the notice.
+    right.push((help_label(keys), t.status));
+    let activity = activity(s);
     if let Some(n) = &st.notice {
         let style = match n.level {
             Level::Info => t.status_key,

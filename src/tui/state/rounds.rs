@@ -66,7 +66,10 @@ impl RoundView {
     /// The answer ended inside this round's block (EOS or the token limit), before
     /// the bonus: the verdict past its end is no part of it.
     pub fn ended(&self) -> bool {
-        !self.committed.is_empty() && self.advance().is_some_and(|a| self.committed.len() < a)
+        !self.committed.is_empty()
+            && self
+                .advance()
+                .is_some_and(|a| crate::engine::round::ended_inside(self.committed.len(), a))
     }
 
     /// Positions shown: the block when drafted, else the seed and the verifier's token.
