@@ -385,9 +385,11 @@ fn the_throughput_policy_runs_every_rule_and_stays_lossless() {
             seen.contains_key(&Rule::ArRegime) || seen.contains_key(&Rule::ArTrial),
             "AR steps never tried: {seen:?}"
         );
-        assert!(
+        // Exploring measures costs: only where they are learned.
+        assert_eq!(
             seen.contains_key(&Rule::Explore),
-            "nothing explored: {seen:?}"
+            learn,
+            "explored with learning {learn}: {seen:?}"
         );
         assert_eq!(
             sched.cost().source.contains("forwards"),
@@ -418,8 +420,9 @@ fn the_priced_clock_makes_the_policy_repeatable() {
     assert_eq!(first, choices());
 }
 
-/// The paper preset drafts every round (no AR steps: 1 is not in its sizes) and builds
-/// branch rows on any machine.
+/// The paper preset drafts every round (no AR steps: 1 is not in its sizes) and, priced
+/// as the default GPU profile at a small load, builds branch rows; every drafted round
+/// says which rows ride and why.
 #[test]
 fn the_paper_preset_drafts_and_builds_rows() {
     let (model, prompts) = fixture_prompts(2);
@@ -427,7 +430,8 @@ fn the_paper_preset_drafts_and_builds_rows() {
         max_new_tokens: 64,
         ..DecodeOptions::default()
     };
-    let mut sched = Scheduler::new(model, None);
+    let pricing = specscope::engine::cost::Pricing::select(Some("b200-nld8b")).unwrap();
+    let mut sched = Scheduler::new(model, None).with_pricing(pricing);
     for p in &prompts {
         sched
             .submit(
@@ -461,6 +465,12 @@ fn the_paper_preset_drafts_and_builds_rows() {
         "rows in most rounds: {built} of {}",
         blocks.len()
     );
+    let decided = sink
+        .events
+        .iter()
+        .filter(|e| matches!(e, DecodeEvent::Drafted { rows: Some(_), .. }))
+        .count();
+    assert_eq!(decided, blocks.len(), "every round's rows decided");
 }
 
 /// One fold: the statistics rebuilt from a run's events are the engine's own,

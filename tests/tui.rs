@@ -197,6 +197,7 @@ fn scripted_with(reason: BlockDecision) -> State {
                 view(0.9, &[(16, 0.92), (14, 0.02)]),
                 view(0.95, &[(17, 0.96), (14, 0.01)]),
             ],
+            rows: None,
         },
     );
     feed(
@@ -712,6 +713,7 @@ fn a_round_without_its_draft_yet_does_not_replace_the_last_one() {
             risky: vec![],
             reused: None,
             detail: vec![],
+            rows: None,
         },
     );
     assert_eq!(s.rounds.shown().map(|r| r.round), Some(2));
@@ -1074,6 +1076,7 @@ fn positions_past_the_answers_end_are_not_drawn_as_accepted() {
             risky: vec![],
             reused: None,
             detail: vec![],
+            rows: None,
         },
     );
     feed(

@@ -23,9 +23,14 @@ pub enum Config {
     Ar,
     /// LinearSS at each of the sweep's block sizes.
     Linear,
-    /// RecGuide, the paper preset (adaptive {8, 16, 32}, every branch row).
+    /// RecGuide, the paper preset: adaptive {8, 16, 32} and branch rows chosen
+    /// together, priced at the round's load.
     Recguide,
-    /// RecGuide, the throughput preset (AR steps, cost-gated rows, measured regime).
+    /// The paper preset building every row the row table asks for at every load (the
+    /// ablation of pricing the rows).
+    RecguideAllRows,
+    /// RecGuide, the throughput preset (AR steps and 4-token drafts allowed, measured
+    /// regime).
     RecguideThroughput,
     /// The paper preset with the reference's buckets: one forward per block size.
     RecguideBuckets,
@@ -36,10 +41,11 @@ pub enum Config {
 }
 
 impl Config {
-    pub const ALL: [Config; 7] = [
+    pub const ALL: [Config; 8] = [
         Config::Ar,
         Config::Linear,
         Config::Recguide,
+        Config::RecguideAllRows,
         Config::RecguideThroughput,
         Config::RecguideBuckets,
         Config::RecguideFixed,
@@ -51,6 +57,7 @@ impl Config {
             Config::Ar => "ar",
             Config::Linear => "linear",
             Config::Recguide => "recguide",
+            Config::RecguideAllRows => "recguide-all-rows",
             Config::RecguideThroughput => "recguide-throughput",
             Config::RecguideBuckets => "recguide-buckets",
             Config::RecguideFixed => "recguide-fixed",
@@ -144,6 +151,14 @@ pub fn configs(
                 }
             }
             Config::Recguide => out.extend(per_table("recguide", paper.clone(), Batching::Packed)),
+            Config::RecguideAllRows => out.extend(per_table(
+                "recguide all-rows",
+                DecodeOptions {
+                    cost_aware: false,
+                    ..paper.clone()
+                },
+                Batching::Packed,
+            )),
             Config::RecguideThroughput => out.extend(per_table(
                 "recguide throughput",
                 with(Preset::Throughput),
@@ -432,9 +447,59 @@ pub fn table(results: &[BenchResult]) -> String {
     s
 }
 
+/// The block-size share per concurrency (the paper's table 4 shape): for every
+/// configuration whose rounds ran more than one block size, the share of its rounds
+/// at each size. Empty when no configuration chose sizes.
+pub fn share_table(results: &[BenchResult]) -> String {
+    let adaptive: Vec<&BenchResult> = results
+        .iter()
+        .filter(|r| r.tally.blocks.len() > 1)
+        .collect();
+    let mut sizes: Vec<usize> = adaptive
+        .iter()
+        .flat_map(|r| r.tally.blocks.keys().copied())
+        .collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    if sizes.is_empty() {
+        return String::new();
+    }
+    let mut s = format!("block-size share of rounds:\n{:<24} {:>3}", "config", "C");
+    for b in &sizes {
+        s.push_str(&format!(" {:>7}", format!("B={b}")));
+    }
+    s.push('\n');
+    for r in adaptive {
+        let total: usize = r.tally.blocks.values().sum();
+        s.push_str(&format!("{:<24} {:>3}", r.config, r.concurrency));
+        for b in &sizes {
+            let n = r.tally.blocks.get(b).copied().unwrap_or(0);
+            s.push_str(&format!(" {:>6.1}%", 100.0 * ratio(n as f64, total as f64)));
+        }
+        s.push('\n');
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn share_table_lists_adaptive_configurations_only() {
+        let mut a = BenchResult::empty("recguide", 4, 1);
+        a.tally.blocks.insert(8, 1);
+        a.tally.blocks.insert(32, 3);
+        let mut f = BenchResult::empty("linear B=8", 4, 1);
+        f.tally.blocks.insert(8, 9);
+        let s = share_table(&[f.clone(), a]);
+        assert!(
+            s.contains("recguide                   4   25.0%   75.0%"),
+            "{s}"
+        );
+        assert!(!s.contains("linear"), "{s}");
+        assert_eq!(share_table(&[f]), "");
+    }
 
     #[test]
     fn configurations_are_typed_and_named() {

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use anyhow::{ensure, Context, Result};
 use clap::Args;
 
-use specscope::bench::sweep::{configs, pass_spread, run_config, table, BenchResult, Config};
+use specscope::bench::sweep::{
+    configs, pass_spread, run_config, share_table, table, BenchResult, Config,
+};
 use specscope::engine::options::{DecodeOptions, DEFAULT_RISK_THRESHOLD};
 use specscope::engine::overlap::RowTable;
 use specscope::engine::policy::SurvivalTables;
@@ -17,6 +19,7 @@ pub const CONFIGS: &[&str] = &[
     "ar",
     "linear",
     "recguide",
+    "recguide-all-rows",
     "recguide-throughput",
     "recguide-buckets",
     "recguide-fixed",
@@ -30,7 +33,7 @@ pub struct BenchArgs {
     #[command(flatten)]
     pub prompts: super::PromptFileArgs,
     /// Configurations: ar, linear (each --blocks), recguide (the paper preset),
-    /// recguide-throughput (the throughput preset), recguide-buckets (the reference's
+    /// recguide-all-rows (every branch row at every load), recguide-throughput (the throughput preset), recguide-buckets (the reference's
     /// one forward per block size), recguide-fixed (overlap at each --blocks),
     /// recguide-adaptive (adaptive block size, no overlap).
     #[arg(
@@ -154,6 +157,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         "mod = modeled, not measured: each decode forward priced by the cost profile ({})",
         pricing.cost.source
     );
+    print!("{}", share_table(&results));
     print!("{}", pass_spread(&results));
     if let Some(path) = &a.json {
         let out = serde_json::json!({

@@ -252,7 +252,9 @@ pub fn chat(args: ChatArgs) -> Result<ExitCode> {
     let (about, examples) = intro(&loaded);
     let sched = loaded.scheduler(&pricing);
     let (handle, events) = EngineHandle::spawn(sched);
-    let mut state = State::new(&loaded.files.label, device, options).with_intro(about, examples);
+    let mut state = State::new(&loaded.files.label, device, options)
+        .with_intro(about, examples)
+        .with_prices(&pricing.label);
     state.session.context_turns = args.context_turns.or(bundled(&loaded).then_some(0));
     state.status.pace = args
         .pace

@@ -39,9 +39,10 @@ pub const PRESETS: &[&str] = &["paper", "throughput"];
 
 #[derive(Debug, Clone, Args)]
 pub struct DecodeArgs {
-    /// The RecGuide policy: `paper` (B ∈ {8, 16, 32}, every branch row: drafts every
-    /// round, the default) or `throughput` (tokens/s on this machine: AR steps and
-    /// cost-gated rows where drafting does not pay).
+    /// The RecGuide policy: `paper` (B ∈ {8, 16, 32} and branch rows chosen together
+    /// at the round's load by the cost profile's prices: drafts every round, the
+    /// default) or `throughput` (AR steps and 4-token drafts allowed too, and a
+    /// measured regime: drafting or AR steps, whichever delivered more).
     #[arg(long, value_parser = names::<Preset>(PRESETS), default_value = "paper")]
     pub preset: Preset,
     /// ar, linear (LinearSS) or recguide.
@@ -59,10 +60,10 @@ pub struct DecodeArgs {
     /// RecGuide without overlap branches.
     #[arg(long)]
     pub no_overlap: bool,
-    /// Branch rows only where the cost profile says they pay [default: the preset's].
+    /// Branch rows only where the cost profile says they pay (the presets' way).
     #[arg(long, conflicts_with = "no_cost_aware")]
     pub cost_aware: bool,
-    /// Every branch row the table builds, paying or not [default: the preset's].
+    /// Every branch row the table builds at every load, paying or not (the ablation).
     #[arg(long)]
     pub no_cost_aware: bool,
     /// Margin below which a draft position is risky.
@@ -89,10 +90,11 @@ pub struct DecodeArgs {
 /// Where the block policy's prices come from.
 #[derive(Debug, Clone, Args)]
 pub struct CostArgs {
-    /// Prices the block size and the cost-aware rows decide from: `cpu` (built in),
-    /// `b200-nld8b` or `h200-nld8b` (a GPU roofline model, fixed prices: decide as that
-    /// GPU would), or a `specscope profile --json` file [default: the saved profile,
-    /// else `cpu`].
+    /// Prices the block size and the branch rows decide from: `b200-nld8b` or
+    /// `h200-nld8b` (NLD-8B on that GPU, a roofline model with fixed prices: decide as
+    /// that GPU would), `cpu` (this CPU's built-in measured profile, refitted from the
+    /// run's forwards), or a `specscope profile --json` file [default: the saved
+    /// profile, else `b200-nld8b`].
     #[arg(long)]
     pub cost_profile: Option<String>,
 }

@@ -28,8 +28,9 @@ pub const DEFAULT_MAX_NEW_TOKENS: usize = 256;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Preset {
-    /// The paper's RecGuide: B ∈ {8, 16, 32} by the survival tables, every branch row
-    /// the row table builds. Drafts every round on any machine: what the screen is for.
+    /// The paper's RecGuide: B ∈ {8, 16, 32} and the branch rows chosen together by
+    /// the cost profile's prices at the round's load (rows ride where they pay, blocks
+    /// shrink as forwards turn compute-bound). Drafts every round on any machine.
     #[default]
     Paper,
     /// Tokens per second on the machine at hand: AR steps and 4-token drafts allowed,
@@ -54,7 +55,7 @@ impl Preset {
             mode: Mode::Recguide,
             blocks: Blocks::Adaptive(REFERENCE_BLOCKS.to_vec()),
             overlap: true,
-            cost_aware: false,
+            cost_aware: true,
             risk_threshold: DEFAULT_RISK_THRESHOLD,
             row_table: RowTable::default(),
             sampling: Sampling::default(),
@@ -64,7 +65,6 @@ impl Preset {
             Preset::Paper => paper,
             Preset::Throughput => DecodeOptions {
                 blocks: Blocks::Adaptive(THROUGHPUT_BLOCKS.to_vec()),
-                cost_aware: true,
                 ..paper
             },
         }
@@ -79,7 +79,8 @@ pub struct DecodeOptions {
     pub blocks: Blocks,
     /// RecGuide: fuse correction/continuation branches with verification.
     pub overlap: bool,
-    /// RecGuide: add branch rows only where the cost profile says they pay.
+    /// RecGuide: branch rows ride only where the cost profile says they pay (off: every
+    /// row the row table asks for, the all-rows ablation).
     pub cost_aware: bool,
     /// A draft position is risky when its margin p1 − p2 is below this.
     pub risk_threshold: f32,
@@ -191,8 +192,8 @@ impl DecodeOptions {
                 let mut s = format!("RecGuide {}", self.blocks);
                 if self.overlap {
                     s.push_str(" +overlap");
-                    if self.cost_aware {
-                        s.push_str(" (cost-gated)");
+                    if !self.cost_aware {
+                        s.push_str(" (every row)");
                     }
                 }
                 s
@@ -255,16 +256,13 @@ impl DecodeOptions {
         };
     }
 
-    /// F8: RecGuide's overlap branches on or off (cost gating off with them, so that
-    /// turning them on shows rows on any machine). From AR or LinearSS, whose flag
-    /// is kept but not in force, it turns them on.
+    /// F8: RecGuide's overlap branches on or off (priced as before: the round pane
+    /// says which rows ride and why). From AR or LinearSS, whose flag is kept but not
+    /// in force, it turns them on.
     pub fn toggle_overlap(&mut self) {
         let on = !self.overlap_on();
         self.mode = Mode::Recguide;
         self.overlap = on;
-        if on {
-            self.cost_aware = false;
-        }
     }
 
     fn last_fixed(&self, base: &DecodeOptions) -> usize {
@@ -296,10 +294,7 @@ mod tests {
         assert_eq!(paper.preset(), Some(Preset::Paper));
         assert_eq!(paper.label(), "RecGuide adaptive {8,16,32} +overlap");
         let t = Preset::Throughput.options();
-        assert_eq!(
-            t.label(),
-            "RecGuide adaptive {1,4,8,16,32} +overlap (cost-gated)"
-        );
+        assert_eq!(t.label(), "RecGuide adaptive {1,4,8,16,32} +overlap");
         let ar = DecodeOptions {
             mode: Mode::Ar,
             ..paper.clone()

@@ -3,10 +3,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use std::collections::BTreeMap;
-
-use super::cost::CostModel;
-use super::events::BranchCount;
 pub use super::events::{BranchKind, BranchOutcome, MissReason};
 use super::round::Verdict;
 use super::signals::PosSignals;
@@ -217,49 +213,6 @@ pub fn resolve(
             None => miss(MissReason::ContinuationAbsent),
         },
     }
-}
-
-/// Online hit rates of each branch kind, with a prior: what the cost gate expects.
-#[derive(Debug, Clone, Default)]
-pub struct HitRates {
-    counts: BTreeMap<BranchKind, BranchCount>,
-}
-
-impl HitRates {
-    pub fn rate(&self, kind: BranchKind) -> f64 {
-        let (prior, n) = match kind {
-            BranchKind::Correction { rank: 1 } => (0.35, 4.0),
-            BranchKind::Correction { .. } => (0.2, 4.0),
-            BranchKind::Continuation => (0.5, 4.0),
-        };
-        let c = self.counts.get(&kind).cloned().unwrap_or_default();
-        (c.hits as f64 + prior * n) / (c.built as f64 + n)
-    }
-
-    /// A round's rows and the one that hit, if any.
-    pub fn record(&mut self, built: &[Branch], hit: Option<BranchKind>) {
-        for b in built {
-            self.counts.entry(b.kind).or_default().built += 1;
-        }
-        if let Some(k) = hit {
-            self.counts.entry(k).or_default().hits += 1;
-        }
-    }
-}
-
-/// The cost-aware gate (beyond the paper): keeps a branch row only when its expected
-/// saving, hit rate × this request's share of a draft forward of `block` tokens, covers
-/// the cost of its extra row in the fused forward.
-pub fn gate(
-    branches: &mut Vec<Branch>,
-    hits: &HitRates,
-    cost: &CostModel,
-    block: usize,
-    ctx: usize,
-    concurrency: usize,
-) {
-    let saving = cost.draft_row_ms(block, ctx) + cost.fixed_ms / concurrency.max(1) as f64;
-    branches.retain(|br| hits.rate(br.kind) * saving >= cost.row_ms(br.tokens.len(), ctx));
 }
 
 /// The next round's draft block from a hit: position 0 is the new seed.

@@ -313,7 +313,16 @@ pub struct Pricing {
     pub cost: CostModel,
     /// Refit online from this run's forwards.
     pub learn: bool,
+    /// What prices the decisions, in a few words for the screen: "B200 · NLD-8B
+    /// (modeled)", "this CPU (measured)".
+    pub label: String,
 }
+
+/// The profile decisions are priced by when `--cost-profile` is not given and no
+/// profile was saved: the GPU the decoding is designed for. On a CPU every forward
+/// is compute-bound and speculation cannot pay, so pricing by this machine's clock
+/// would hide what RecGuide does where it does pay.
+pub const DEFAULT_PROFILE: &str = "b200-nld8b";
 
 /// `--cost-profile` values that name a shipped profile, with what they are.
 pub const NAMED_PROFILES: &[(&str, &str)] = &[
@@ -323,17 +332,36 @@ pub const NAMED_PROFILES: &[(&str, &str)] = &[
 ];
 
 impl Pricing {
-    /// `--cost-profile`: nothing (the saved profile, else the built-in CPU one), `cpu`,
+    /// `--cost-profile`: nothing (the saved profile, else [`DEFAULT_PROFILE`]), `cpu`,
     /// a GPU roofline profile by name, or a `specscope profile --json` file. A GPU
     /// profile keeps its prices fixed: this machine's forwards would otherwise teach
     /// the policy this machine's prices, and the point is to decide as that GPU would.
     pub fn select(spec: Option<&str>) -> Result<Self> {
-        let (cost, learn) = match spec {
-            None => (CostModel::load_default(), true),
-            Some("cpu") => (CostModel::builtin_fit()?, true),
+        let (cost, learn, label) = match spec {
+            None => match default_path().filter(|p| p.is_file()) {
+                Some(_) => (
+                    CostModel::load_default(),
+                    true,
+                    "this machine's saved profile (measured)".to_string(),
+                ),
+                None => return Self::select(Some(DEFAULT_PROFILE)),
+            },
+            Some("cpu") => (
+                CostModel::builtin_fit()?,
+                true,
+                "this CPU (measured)".to_string(),
+            ),
             Some(name) if roofline::named(name).is_some() => {
                 let p = roofline::named(name).context("a named roofline profile")?;
-                (CostModel::fit(&p, &p.model)?, false)
+                let gpu = roofline::NAMED
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map_or("GPU", |(_, g)| g.name);
+                (
+                    CostModel::fit(&p, &p.model)?,
+                    false,
+                    format!("{gpu} · NLD-8B (modeled)"),
+                )
             }
             Some(path) => {
                 let p = Path::new(path);
@@ -344,10 +372,14 @@ impl Pricing {
                         names.join(", ")
                     );
                 }
-                (CostModel::from_file(p)?, true)
+                (
+                    CostModel::from_file(p)?,
+                    true,
+                    format!("{} (measured)", p.display()),
+                )
             }
         };
-        Ok(Self { cost, learn })
+        Ok(Self { cost, learn, label })
     }
 
     /// The source, and whether the run refits it.

@@ -15,7 +15,8 @@ pub use stats::{add_hist, count_in, hist_mean, keyed, ratio, RequestStats, Round
 
 /// Version of the event schema (recordings carry it in their header).
 /// 3: a branch miss can be `ended` (the answer ended inside the block).
-pub const EVENT_VERSION: u32 = 3;
+/// 4: `drafted` carries the round's row decision (`rows`).
+pub const EVENT_VERSION: u32 = 4;
 
 /// Identifies a request for its whole life.
 pub type RequestId = u64;
@@ -331,6 +332,52 @@ pub struct BlockCandidate {
     pub cost_ms: f64,
 }
 
+/// Some rows, summed: how many, what they add to the forward, and the draft forwards
+/// they are expected to spare (Σ P(hit): at most one row of a round hits).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct RowSet {
+    pub rows: usize,
+    pub added_ms: f64,
+    pub saves: f64,
+}
+
+impl RowSet {
+    pub fn add(&mut self, ms: f64, p: f64) {
+        self.rows += 1;
+        self.added_ms += ms;
+        self.saves += p;
+    }
+}
+
+/// A round's row decision for one request, for the screen and recordings.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct RowsPriced {
+    pub kept: RowSet,
+    pub dropped: RowSet,
+    /// This request's share of the verify forward without rows (ms): the rows'
+    /// price is stated against it.
+    pub share_ms: f64,
+    /// What one spared draft is worth (ms).
+    pub saving_ms: f64,
+    /// Every row kept whatever it costs (the all-rows ablation).
+    pub unpriced: bool,
+}
+
+impl RowsPriced {
+    /// "+41% verify price for 0.30 drafts expected saved" of a set.
+    pub fn describe(&self, set: &RowSet) -> String {
+        let pct = if self.share_ms > 0.0 {
+            100.0 * set.added_ms / self.share_ms
+        } else {
+            0.0
+        };
+        format!(
+            "+{pct:.0}% verify price for {:.2} drafts expected saved",
+            set.saves
+        )
+    }
+}
+
 /// Branch rows built and reused, of one kind.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct BranchCount {
@@ -401,6 +448,10 @@ pub enum DecodeEvent {
         reused: Option<BranchKind>,
         /// Per-position top-k, entropy, confidence (empty unless a listener wants detail).
         detail: Vec<PosView>,
+        /// RecGuide: the branch rows the row table asked for, which ride in the verify
+        /// forward and why (absent without overlap, and in event versions before 4).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rows: Option<RowsPriced>,
     },
     /// Branch rows fused with this round's verification.
     BranchesBuilt {

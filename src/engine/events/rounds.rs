@@ -240,6 +240,7 @@ mod tests {
             risky: vec![2],
             reused: None,
             detail,
+            rows: None,
         };
         let events = vec![
             DecodeEvent::RequestStarted {
@@ -338,6 +339,7 @@ mod tests {
                     risky: vec![],
                     reused: None,
                     detail: vec![],
+                    rows: None,
                 },
                 DecodeEvent::Verified {
                     req: 1,
@@ -393,6 +395,7 @@ mod tests {
                 risky: vec![2, 5],
                 reused: None,
                 detail: (0..5).map(|_| detail(0.95)).collect(),
+                rows: None,
             },
             DecodeEvent::Verified {
                 req: 1,

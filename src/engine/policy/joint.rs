@@ -20,12 +20,15 @@ pub struct RoundOption {
     pub draft_ms: f64,
     /// Its row in the verify forward.
     pub verify_ms: f64,
+    /// What the branch rows it is expected to carry change the round's price by
+    /// (negative: they spare more than they cost; `rows::expected_rows_ms`).
+    pub rows_ms: f64,
 }
 
 impl RoundOption {
     /// What it adds to the round.
     pub fn cost(&self) -> f64 {
-        self.draft_ms + self.verify_ms
+        self.draft_ms + self.verify_ms + self.rows_ms
     }
 
     pub fn drafts(&self) -> bool {
@@ -97,7 +100,7 @@ pub fn rate_of(options: &[Vec<RoundOption>], picks: &[usize], cost: &CostModel) 
     let value: f64 = chosen().map(|o| o.value).sum();
     let any_draft = chosen().any(|o| o.drafts());
     let ms = cost.round_fixed_ms(any_draft) + chosen().map(|o| o.cost()).sum::<f64>();
-    if ms > 0.0 {
+    if ms > 1e-9 {
         value / ms
     } else {
         0.0
@@ -110,7 +113,7 @@ fn dinkelbach(options: &[Vec<(usize, RoundOption)>], fixed: f64) -> RoundChoice 
     let ratio = |picks: &[(usize, RoundOption)]| {
         let v: f64 = picks.iter().map(|(_, o)| o.value).sum();
         let c: f64 = fixed + picks.iter().map(|(_, o)| o.cost()).sum::<f64>();
-        if c > 0.0 {
+        if c > 1e-9 {
             v / c
         } else {
             0.0
@@ -170,18 +173,21 @@ mod tests {
                 value: 1.0,
                 draft_ms: 0.0,
                 verify_ms: row(1),
+                rows_ms: 0.0,
             },
             RoundOption {
                 block: 4,
                 value: values[1],
                 draft_ms: row(4),
                 verify_ms: row(4),
+                rows_ms: 0.0,
             },
             RoundOption {
                 block: 8,
                 value: values[2],
                 draft_ms: row(8),
                 verify_ms: row(8),
+                rows_ms: 0.0,
             },
         ]
     }
@@ -284,6 +290,7 @@ mod tests {
             value: 5.0,
             draft_ms: 1.0,
             verify_ms: 1.0,
+            rows_ms: 0.0,
         }];
         let options = vec![fixed_only, opts([1.0, 3.0, 4.5], 0.6)];
         let fixed = &fixed(1.0, 0.0);

@@ -14,18 +14,24 @@
 //! - `ar_regime` / `ar_trial`: where the action space holds 1 (the throughput preset),
 //!   packed rounds run drafting or AR steps, whichever measured more tokens per ms
 //!   (`regime`);
+//! - `rows` (with every rule above): a block size is priced with the branch rows it is
+//!   expected to carry, and after the draft each row rides only where P(hit) × the
+//!   draft it spares covers its price at this load (`rows`);
 //! - `explore`: now and then one request runs a size the rule did not pick, so the
-//!   learned costs keep measuring it;
+//!   learned costs keep measuring it (only where the costs learn: under a fixed
+//!   profile's prices exploring would measure nothing);
 //! - `context`: clipped to what is left of the window.
 
 mod joint;
 mod regime;
+mod rows;
 mod tables;
 
 use std::collections::BTreeMap;
 
 pub use joint::RoundOption;
 pub use regime::{Regime, RegimeChooser};
+pub use rows::{expected_rows_ms, price_rows, HitRates, RowKey, RowLoad};
 pub use tables::{
     cold_start, pava_non_increasing, stratum, verify_entropy, History, RoundRecord, SurvivalSample,
     SurvivalTables,
@@ -78,6 +84,8 @@ pub struct BlockPolicy {
     round_regime: Option<Regime>,
     /// ms of this round's forwards the cost model learned from (the rest is overhead).
     round_forward_ms: f64,
+    /// What branch rows hit, learned from the run's rounds.
+    hits: HitRates,
 }
 
 impl BlockPolicy {
@@ -91,7 +99,14 @@ impl BlockPolicy {
             rounds: 0,
             round_regime: None,
             round_forward_ms: 0.0,
+            hits: HitRates::default(),
         }
+    }
+
+    /// V_B(s) for a member.
+    fn value(&self, m: &Member, b: usize) -> f64 {
+        self.tables
+            .value(b, m.history.signal(), m.history.stratum().as_deref())
     }
 
     pub fn set_tables(&mut self, tables: SurvivalTables) {
@@ -116,6 +131,44 @@ impl BlockPolicy {
     /// The cost model decisions use now.
     pub fn cost(&self) -> &CostModel {
         self.cost.model()
+    }
+
+    /// The branch-row hit rates learned so far.
+    pub fn hits(&self) -> &HitRates {
+        &self.hits
+    }
+
+    /// Which of a drafted block's branch rows (query tokens and hit-rate key each, in
+    /// the row table's order) ride in the verify forward, priced at `load`; all of
+    /// them when `priced` is off (the all-rows ablation). The row table asked for
+    /// them: that is learned too.
+    pub fn price_rows(
+        &mut self,
+        rows: &[(usize, RowKey)],
+        load: RowLoad,
+        priced: bool,
+    ) -> (Vec<bool>, super::events::RowsPriced) {
+        let kinds: Vec<_> = rows.iter().map(|(_, k)| k.kind).collect();
+        self.hits.record_planned(load.block, &kinds);
+        price_rows(rows, &self.hits, self.cost.model(), load, priced)
+    }
+
+    /// A judged round's branch rows and the one that hit.
+    pub fn observe_rows(&mut self, built: &[RowKey], hit: Option<super::events::BranchKind>) {
+        self.hits.record(built, hit);
+    }
+
+    /// What a block of `b` is expected to pay for its branch rows (0 without overlap).
+    fn rows_ms(&self, m: &Member, b: usize, concurrency: usize) -> f64 {
+        if !m.options.overlap_on() || b < 2 {
+            return 0.0;
+        }
+        let load = RowLoad {
+            concurrency,
+            ctx: m.ctx,
+            block: b,
+        };
+        expected_rows_ms(&self.hits, self.cost.model(), load, m.options.cost_gated())
     }
 
     /// A forward's measured time (with its signals), for the cost model.
@@ -194,17 +247,16 @@ impl BlockPolicy {
         blocks
             .into_iter()
             .filter(|&b| b <= cap && b <= m.room && self.tables.covers(b))
-            .map(|b| self.option(m, b, b > 1))
+            .map(|b| self.option(m, b, b > 1, concurrency))
             .collect()
     }
 
-    fn option(&self, m: &Member, b: usize, drafts: bool) -> RoundOption {
+    fn option(&self, m: &Member, b: usize, drafts: bool, concurrency: usize) -> RoundOption {
         let cost = self.cost.model();
         RoundOption {
+            rows_ms: self.rows_ms(m, b, concurrency),
             block: b,
-            value: self
-                .tables
-                .value(b, m.history.signal(), m.history.stratum().as_deref()),
+            value: self.value(m, b),
             draft_ms: if drafts {
                 cost.draft_row_ms(b, m.ctx)
             } else {
@@ -258,6 +310,7 @@ impl BlockPolicy {
             blocks,
             concurrency,
             m.ctx,
+            &|b| self.rows_ms(m, b, concurrency),
         )
     }
 
@@ -279,7 +332,12 @@ impl BlockPolicy {
             if slot[i].is_none() {
                 let (b, _) = self.per_request(m, concurrency);
                 let drafts = b > 1 && m.reused.is_none();
-                options.push(vec![self.option(m, b.min(m.room.max(1)), drafts)]);
+                options.push(vec![self.option(
+                    m,
+                    b.min(m.room.max(1)),
+                    drafts,
+                    concurrency,
+                )]);
             }
         }
         let cost = self.cost.model().clone();
@@ -305,7 +363,7 @@ impl BlockPolicy {
             choice.rate = joint::rate_of(&options, &choice.picks, &cost);
         } else {
             let multi: Vec<usize> = (0..open.len()).filter(|&k| options[k].len() > 1).collect();
-            if !multi.is_empty() {
+            if !multi.is_empty() && self.cost.is_learning() {
                 // One request (in turn) measures the most overdue size.
                 let k = multi[round as usize % multi.len()];
                 let since =
@@ -359,7 +417,8 @@ impl BlockPolicy {
     }
 }
 
-/// The ratio rule (see [`BlockPolicy::ratio_rule`]).
+/// The ratio rule (see [`BlockPolicy::ratio_rule`]); `rows_ms` is what a request's
+/// branch rows are expected to add to a round of each block size.
 pub fn ratio_rule(
     history: &History,
     tables: &SurvivalTables,
@@ -367,6 +426,7 @@ pub fn ratio_rule(
     blocks: &[usize],
     concurrency: usize,
     ctx: usize,
+    rows_ms: &dyn Fn(usize) -> f64,
 ) -> (usize, BlockDecision) {
     let (rule, cap) = if history.is_empty() {
         (Rule::ColdStart, cold_start(concurrency))
@@ -381,7 +441,8 @@ pub fn ratio_rule(
         .map(|&b| BlockCandidate {
             block: b,
             value: tables.value(b, signal, stratum.as_deref()),
-            cost_ms: cost.round_ms(concurrency, b, ctx),
+            cost_ms: (cost.round_ms(concurrency, b, ctx) + concurrency.max(1) as f64 * rows_ms(b))
+                .max(1e-9),
         })
         .collect();
     let best = candidates.iter().reduce(|best, c| {

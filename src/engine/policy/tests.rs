@@ -208,15 +208,21 @@ fn ratio_rule_weighs_value_against_cost() {
     };
     let rb = &REFERENCE_BLOCKS;
     for (c, want) in [(1, 32), (4, 32), (16, 16), (64, 8)] {
-        let (b, why) = ratio_rule(&h, &t, &flat, rb, c, 0);
+        let (b, why) = ratio_rule(&h, &t, &flat, rb, c, 0, &|_| 0.0);
         assert_eq!((b, why.rule), (want, Rule::ColdStart), "C = {c}");
     }
     let steep = CostModel {
         per_token_ms: 1.0,
         ..cost.clone()
     };
-    assert_eq!(ratio_rule(&h, &t, &steep, rb, 1, 0).0, 8);
-    assert_eq!(ratio_rule(&h, &t, &steep, rb, 16, 0).1.candidates.len(), 2);
+    assert_eq!(ratio_rule(&h, &t, &steep, rb, 1, 0, &|_| 0.0).0, 8);
+    assert_eq!(
+        ratio_rule(&h, &t, &steep, rb, 16, 0, &|_| 0.0)
+            .1
+            .candidates
+            .len(),
+        2
+    );
     h.push(RoundRecord {
         block: 16,
         advance: 3,
@@ -224,17 +230,20 @@ fn ratio_rule_weighs_value_against_cost() {
         verify_entropy: 0.5,
     });
     // V: 5.78 / 8.53 / 11.36; T ∝ 1 + 0.1·B: 1.8, 2.6, 4.2 -> ratios 3.21, 3.28, 2.70.
-    let (b, why) = ratio_rule(&h, &t, &cost, rb, 1, 0);
+    let (b, why) = ratio_rule(&h, &t, &cost, rb, 1, 0, &|_| 0.0);
     assert_eq!((b, why.rule), (16, Rule::Ratio));
     assert_eq!(why.candidates.len(), 3);
     // The order of the action space does not matter.
-    assert_eq!(ratio_rule(&h, &t, &cost, &[32, 16, 8], 1, 0).0, 16);
+    assert_eq!(
+        ratio_rule(&h, &t, &cost, &[32, 16, 8], 1, 0, &|_| 0.0).0,
+        16
+    );
     // Make B = 32 worth much more: it wins.
     t.strata
         .get_mut("all")
         .unwrap()
         .insert(32, vec![vec![1.0; 32]]);
-    assert_eq!(ratio_rule(&h, &t, &cost, rb, 1, 0).0, 32);
+    assert_eq!(ratio_rule(&h, &t, &cost, rb, 1, 0, &|_| 0.0).0, 32);
 }
 
 #[test]
@@ -266,7 +275,7 @@ fn small_blocks_and_ar_steps_win_only_where_tokens_are_expensive() {
         per_round_ms: 0.0,
         source: "test".into(),
     };
-    assert_eq!(ratio_rule(&h, &t, &flat, &all, 1, 0).0, 32);
+    assert_eq!(ratio_rule(&h, &t, &flat, &all, 1, 0, &|_| 0.0).0, 32);
     // Per-token costs: at C = 1 the fixed cost still pays for a small draft.
     // V / T: B = 1 1 / 1.5 = 0.667, B = 4 3.7 / 5.4 = 0.685, B = 8 5.78 / 8.6 = 0.672.
     let cpu = CostModel {
@@ -279,13 +288,126 @@ fn small_blocks_and_ar_steps_win_only_where_tokens_are_expensive() {
         per_round_ms: 0.0,
         source: "test".into(),
     };
-    let (b, why) = ratio_rule(&h, &t, &cpu, &all, 1, 0);
+    let (b, why) = ratio_rule(&h, &t, &cpu, &all, 1, 0, &|_| 0.0);
     assert_eq!(b, 4, "{why:?}");
     // One forward, no draft: T(1) is one 1-token forward.
     assert_eq!(why.candidates[0].cost_ms, cpu.forward_ms(1, 1, 0));
     // With many requests the fixed cost is shared and the AR step wins.
-    assert_eq!(ratio_rule(&h, &t, &cpu, &all, 32, 0).0, 1);
+    assert_eq!(ratio_rule(&h, &t, &cpu, &all, 32, 0, &|_| 0.0).0, 1);
     // Sizes the tables cannot value are left out; none left: the smallest asked.
-    let (b, why) = ratio_rule(&h, &t, &cpu, &[64, 48], 1, 0);
+    let (b, why) = ratio_rule(&h, &t, &cpu, &[64, 48], 1, 0, &|_| 0.0);
     assert_eq!((b, why.rule, why.candidates.len()), (48, Rule::Untabled, 0));
+}
+
+/// NLD-8B on a B200, from the roofline profile the policy decides by.
+fn b200() -> CostModel {
+    let p = crate::engine::cost::roofline::named("b200-nld8b").unwrap();
+    CostModel::fit(&p, "b200").unwrap()
+}
+
+fn row_keys() -> Vec<(usize, RowKey)> {
+    use crate::engine::events::BranchKind;
+    vec![
+        (
+            48,
+            RowKey::of(BranchKind::Correction { rank: 1 }, 32, Some(0.1), 2),
+        ),
+        (64, RowKey::of(BranchKind::Continuation, 32, None, 2)),
+    ]
+}
+
+#[test]
+fn rows_kept_at_c1_on_a_gpu() {
+    // One request: a forward is memory-bound, a row's tokens nearly free against the
+    // whole draft forward a hit spares.
+    let load = RowLoad {
+        concurrency: 1,
+        ctx: 300,
+        block: 32,
+    };
+    let (keep, d) = price_rows(&row_keys(), &HitRates::default(), &b200(), load, true);
+    assert_eq!(keep, vec![true, true], "{d:?}");
+    assert_eq!((d.kept.rows, d.dropped.rows), (2, 0));
+    assert!(d.kept.added_ms < 0.5 * d.share_ms, "{d:?}");
+    assert!(
+        d.describe(&d.kept).starts_with('+'),
+        "{}",
+        d.describe(&d.kept)
+    );
+}
+
+#[test]
+fn rows_dropped_at_high_load() {
+    // 64 requests: the draft forward runs for the others anyway, so a hit spares only
+    // this request's draft row, and a row of 48–64 tokens costs more than that.
+    let load = RowLoad {
+        concurrency: 64,
+        ctx: 300,
+        block: 32,
+    };
+    let (keep, d) = price_rows(&row_keys(), &HitRates::default(), &b200(), load, true);
+    assert_eq!(keep, vec![false, false], "{d:?}");
+    assert_eq!((d.kept.rows, d.dropped.rows), (0, 2));
+    assert!(d.dropped.saves > 0.0 && d.dropped.added_ms > 0.0);
+    // The all-rows ablation keeps them and says they were not priced.
+    let (keep, d) = price_rows(&row_keys(), &HitRates::default(), &b200(), load, false);
+    assert_eq!(keep, vec![true, true]);
+    assert!(d.unpriced);
+    // On a CPU-like price list every token costs: rows do not pay even alone.
+    let load = RowLoad {
+        concurrency: 1,
+        ..load
+    };
+    let (keep, _) = price_rows(&row_keys(), &HitRates::default(), &steep(), load, true);
+    assert_eq!(keep, vec![false, false]);
+}
+
+#[test]
+fn hit_rates_learn_per_kind_block_and_band_and_stay_open() {
+    use crate::engine::events::BranchKind;
+    let p1 = |margin| RowKey::of(BranchKind::Correction { rank: 1 }, 16, Some(margin), 3);
+    let mut h = HitRates::default();
+    let prior = h.rate(p1(0.1));
+    for _ in 0..40 {
+        h.record(&[p1(0.1)], Some(BranchKind::Correction { rank: 1 }));
+        h.record(&[p1(0.4)], None);
+    }
+    // The close-margin band hits, the other does not; the estimates part.
+    assert!(h.rate(p1(0.1)) > 0.8 && h.rate(p1(0.4)) < 0.2, "{h:?}");
+    assert!(prior > 0.2 && prior < 0.5);
+    // Optimism: a key with little evidence is priced above its estimate, one with
+    // much evidence close to it.
+    let fresh = RowKey::of(BranchKind::Continuation, 8, None, 0);
+    assert!(h.optimistic(fresh) > h.rate(fresh) + 0.1);
+    assert!(h.optimistic(p1(0.4)) - h.rate(p1(0.4)) < 0.07);
+}
+
+#[test]
+fn the_block_size_is_priced_with_its_rows() {
+    // With rows that pay (C = 1 on a GPU) a block's round is expected to cost less
+    // than its forwards; at C = 64 the rows are dropped and change nothing.
+    let hits = HitRates::default();
+    let cost = b200();
+    let at = |concurrency| RowLoad {
+        concurrency,
+        ctx: 300,
+        block: 16,
+    };
+    assert!(expected_rows_ms(&hits, &cost, at(1), true) < 0.0);
+    assert_eq!(expected_rows_ms(&hits, &cost, at(64), true), 0.0);
+    // Every row at every load (the ablation) is a cost at C = 64.
+    assert!(expected_rows_ms(&hits, &cost, at(64), false) > 0.0);
+    // And the policy weighs it: the default preset's options carry it.
+    let mut p = BlockPolicy::new(SurvivalTables::marginal_reference(), cost);
+    let o = DecodeOptions::default();
+    let h = history(0.5, 16, 4);
+    let d = p.decide(&[member(&o, &h)], true);
+    let why = d[0].1.as_ref().unwrap();
+    let forwards = |b: usize| {
+        let c = p.cost();
+        c.draft_row_ms(b, 100) + c.row_ms(b, 100)
+    };
+    for c in &why.candidates {
+        assert!(c.cost_ms < forwards(c.block), "{c:?}");
+    }
 }

@@ -19,10 +19,10 @@ pub use request::{Finished, Submit};
 use request::{Pending, ReqState};
 
 use super::cost::{CostModel, ForwardShape, Pricing};
-use super::events::{BlockDecision, DecodeEvent, EventSink, Origin, Phase, RequestId};
+use super::events::{BlockDecision, DecodeEvent, EventSink, Origin, Phase, RequestId, RowsPriced};
 use super::options::DecodeOptions;
-use super::overlap::{self, Branch, BranchKind, BranchRoom, HitRates};
-use super::policy::{BlockPolicy, Member, SurvivalTables};
+use super::overlap::{self, Branch, BranchKind, BranchRoom};
+use super::policy::{BlockPolicy, Member, RowKey, RowLoad, SurvivalTables};
 use super::signals::{self, PosSignals};
 use crate::model::{AttnRule, KvCache, LogitSel, Model, Row, RowBatch, TextTokenizer};
 
@@ -63,6 +63,8 @@ pub(super) struct Plan {
     reused: Option<BranchKind>,
     risky: Vec<usize>,
     branches: Vec<Branch>,
+    /// The hit-rate key of each branch row (what the policy learns from its fate).
+    row_keys: Vec<RowKey>,
 }
 
 /// When a forward started, what it computed and its price on the profile's machine.
@@ -90,7 +92,6 @@ pub struct Scheduler {
     policy: BlockPolicy,
     /// The profile as given, for `ForwardCounts::modeled_ms`.
     price_list: CostModel,
-    hit_rates: HitRates,
     requests: Vec<ReqState>,
     finished: Vec<Finished>,
     next_id: RequestId,
@@ -113,7 +114,6 @@ impl Scheduler {
             tokenizer,
             policy: BlockPolicy::new(SurvivalTables::builtin(), cost.clone()),
             price_list: cost,
-            hit_rates: HitRates::default(),
             requests: Vec::new(),
             finished: Vec::new(),
             next_id: 1,
@@ -149,9 +149,14 @@ impl Scheduler {
         self
     }
 
-    /// `with_cost` and `with_cost_learning` from a `--cost-profile` choice.
+    /// `with_cost` and `with_cost_learning` from a `--cost-profile` choice. A fixed
+    /// profile's prices are the policy's clock too (the measured regime and
+    /// exploration included): only the machine at hand's profile learns from its clock.
     pub fn with_pricing(self, p: Pricing) -> Self {
-        self.with_cost(p.cost).with_cost_learning(p.learn)
+        let clock = if p.learn { Clock::Wall } else { Clock::Priced };
+        self.with_cost(p.cost)
+            .with_cost_learning(p.learn)
+            .with_clock(clock)
     }
 
     /// Whether the cost model learns from this run's forwards (on by default; off keeps
@@ -261,10 +266,7 @@ impl Scheduler {
             }
         };
         for mut group in groups.into_iter().filter(|g| !g.is_empty()) {
-            self.draft_group(&mut group, sink)?;
-            for p in &mut group {
-                self.plan_branches(p, live.len());
-            }
+            self.draft_group(&mut group, live.len(), sink)?;
             self.verify_group(group, sink)?;
         }
         self.finish_done(sink);
@@ -437,11 +439,18 @@ impl Scheduler {
             reused,
             risky: Vec::new(),
             branches: Vec::new(),
+            row_keys: Vec::new(),
         }
     }
 
-    /// One bidirectional draft forward for every plan of the group that needs one.
-    fn draft_group(&mut self, group: &mut [Plan], sink: &mut dyn EventSink) -> Result<()> {
+    /// One bidirectional draft forward for every plan of the group that needs one,
+    /// then each plan's branch rows, priced at the round's `concurrency`.
+    fn draft_group(
+        &mut self,
+        group: &mut [Plan],
+        concurrency: usize,
+        sink: &mut dyn EventSink,
+    ) -> Result<()> {
         let need: Vec<usize> = (0..group.len())
             .filter(|&k| group[k].block_size > 1 && group[k].reused.is_none())
             .collect();
@@ -473,8 +482,9 @@ impl Scheduler {
         }
         let detail = sink.detail();
         for p in group.iter_mut() {
+            p.risky = overlap::risky_positions(&p.draft, self.requests[p.req].opts.risk_threshold);
+            let rows = self.plan_branches(p, concurrency);
             let r = &self.requests[p.req];
-            p.risky = overlap::risky_positions(&p.draft, r.opts.risk_threshold);
             if p.block_size > 1 {
                 sink.emit(DecodeEvent::Drafted {
                     req: r.id,
@@ -488,17 +498,19 @@ impl Scheduler {
                     } else {
                         Vec::new()
                     },
+                    rows,
                 });
             }
         }
         Ok(())
     }
 
-    /// Branch rows for one plan (RecGuide overlap), gated by cost when asked.
-    fn plan_branches(&self, p: &mut Plan, concurrency: usize) {
+    /// Branch rows for one plan (RecGuide overlap): those the row table asks for, each
+    /// kept where the policy's prices say it pays (every one without cost gating).
+    fn plan_branches(&mut self, p: &mut Plan, concurrency: usize) -> Option<RowsPriced> {
         let r = &self.requests[p.req];
         if !r.opts.overlap_on() || p.block_size < 2 {
-            return;
+            return None;
         }
         let max_pos = self.model.config().max_position_embeddings;
         let ctx = r.cache.len();
@@ -508,7 +520,7 @@ impl Scheduler {
             context: max_pos - ctx,
             budget: r.opts.max_new_tokens.saturating_sub(r.out.len()),
         };
-        let mut branches = overlap::plan_branches(
+        let branches = overlap::plan_branches(
             &p.block,
             &p.draft,
             &p.risky,
@@ -517,17 +529,35 @@ impl Scheduler {
             &banned,
             room,
         );
-        if r.opts.cost_gated() {
-            overlap::gate(
-                &mut branches,
-                &self.hit_rates,
-                self.policy.cost(),
-                p.block_size,
-                ctx,
-                concurrency,
-            );
+        let rows: Vec<(usize, RowKey)> = branches
+            .iter()
+            .map(|br| {
+                let margin =
+                    (br.at >= 1 && br.at <= p.draft.len()).then(|| p.draft[br.at - 1].margin);
+                let key = RowKey::of(br.kind, p.block_size, margin, p.risky.len());
+                (br.tokens.len(), key)
+            })
+            .collect();
+        let load = RowLoad {
+            concurrency,
+            ctx,
+            block: p.block_size,
+        };
+        let priced = r.opts.cost_gated();
+        let (keep, decision) = self.policy.price_rows(&rows, load, priced);
+        let mut keep = keep.into_iter();
+        let mut keys = rows.into_iter().map(|(_, k)| k);
+        let (mut kept, mut kept_keys) = (Vec::new(), Vec::new());
+        for br in branches {
+            let key = keys.next();
+            if keep.next().unwrap_or(false) {
+                kept.push(br);
+                kept_keys.extend(key);
+            }
         }
-        p.branches = branches;
+        p.branches = kept;
+        p.row_keys = kept_keys;
+        Some(decision)
     }
 
     /// One fused forward: every plan's verify row (committing) plus its branch rows.

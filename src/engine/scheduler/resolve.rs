@@ -112,7 +112,7 @@ impl Scheduler {
                 }
             }
             if !ended {
-                self.hit_rates.record(&p.branches, hit);
+                self.policy.observe_rows(&p.row_keys, hit);
             }
             sink.emit(DecodeEvent::BranchResolved {
                 req: id,

@@ -318,7 +318,9 @@ fn branch_lines(r: &RoundView, s: &State, t: &Theme, width: usize) -> Vec<Line<'
             width,
         ));
     }
-    if r.branches.is_empty() && r.block.len() > 1 {
+    out.extend(rows_lines(r, t, width));
+    let riding = r.rows.is_some_and(|d| d.kept.rows > 0);
+    if r.branches.is_empty() && r.block.len() > 1 && !riding {
         let why = match s.session.requests.get(&r.req) {
             Some(i) if i.label.starts_with("LinearSS") => {
                 "no branch rows: LinearSS has none (F8: RecGuide's branches)"
@@ -330,6 +332,38 @@ fn branch_lines(r: &RoundView, s: &State, t: &Theme, width: usize) -> Vec<Line<'
             _ => "no branch rows this round",
         };
         out.push(Line::styled(why, t.dim));
+    }
+    out
+}
+
+/// Which branch rows ride with verification at this load and why, in the policy's
+/// prices: "rows dropped: +41% verify price for 0.30 drafts expected saved".
+fn rows_lines(r: &RoundView, t: &Theme, width: usize) -> Vec<Line<'static>> {
+    let Some(d) = &r.rows else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let verifying = r.verdict.is_none();
+    if d.kept.rows > 0 {
+        let what = if d.unpriced {
+            format!("{} rows ride (every row, unpriced)", d.kept.rows)
+        } else {
+            format!("{} rows ride: {}", d.kept.rows, d.describe(&d.kept))
+        };
+        let what = if verifying {
+            format!("{what} · being verified…")
+        } else {
+            what
+        };
+        out.extend(wrap(&[(what, t.dim)], width));
+    }
+    if d.dropped.rows > 0 {
+        let what = format!(
+            "{} rows dropped: {}",
+            d.dropped.rows,
+            d.describe(&d.dropped)
+        );
+        out.extend(wrap(&[(what, t.dim)], width));
     }
     out
 }

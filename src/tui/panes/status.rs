@@ -215,6 +215,13 @@ fn draw_with(
         .tiered([label, mode, String::new()], t.status_key, 2, 0)
         .tiered([activity, String::new()], t.status, 1, 0)
         .tiered([s.session.device.clone(), String::new()], t.status, 4, 0);
+    if !s.session.prices.is_empty() {
+        left = left.ranked(
+            [format!("priced as {}", s.session.prices), String::new()],
+            t.status,
+            5,
+        );
+    }
     // Rates once something was decoded (zeros before would read as measured).
     if sm.tally.rounds > 0 {
         left = left

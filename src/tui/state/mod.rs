@@ -117,6 +117,8 @@ pub struct Session {
     /// Model label and device (status line).
     pub model: String,
     pub device: String,
+    /// What prices the policy's decisions ("B200 · NLD-8B (modeled)"; empty: unknown).
+    pub prices: String,
     /// A few lines on what the model is (the bundled model introduces itself).
     pub about: Vec<String>,
     /// Prompts the model handles, offered on the empty chat (Tab inserts them).
@@ -178,6 +180,7 @@ impl State {
             session: Session {
                 model: model.to_string(),
                 device: device.to_string(),
+                prices: String::new(),
                 about: Vec::new(),
                 examples: Vec::new(),
                 context_turns: None,
@@ -197,6 +200,12 @@ impl State {
             now: 0.0,
             quit: false,
         }
+    }
+
+    /// The same with what prices the policy's decisions, for the status line.
+    pub fn with_prices(mut self, prices: &str) -> Self {
+        self.session.prices = prices.to_string();
+        self
     }
 
     /// The same with the model's introduction and example prompts.
@@ -368,8 +377,10 @@ fn on_event(s: &mut State, t: f64, event: TraceEvent) {
             risky,
             reused,
             detail,
+            rows,
         } => {
             let r = s.rounds.get_mut(req, round, t);
+            r.rows = rows;
             r.block_size.get_or_insert(block.len());
             r.block = block;
             r.margins = margins;

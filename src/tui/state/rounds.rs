@@ -2,7 +2,9 @@
 
 use std::collections::VecDeque;
 
-use crate::engine::events::{BlockDecision, BranchOutcome, BranchView, PosView, RequestId};
+use crate::engine::events::{
+    BlockDecision, BranchOutcome, BranchView, PosView, RequestId, RowsPriced,
+};
 use crate::engine::overlap::BranchKind;
 
 /// Rounds kept for walking back (older ones drop off).
@@ -33,6 +35,8 @@ pub struct RoundView {
     pub reused: Option<BranchKind>,
     pub draft_detail: Vec<PosView>,
     pub branches: Vec<BranchView>,
+    /// The row decision: which rows ride with verification and why.
+    pub rows: Option<RowsPriced>,
     pub verdict: Option<VerdictView>,
     pub outcome: Option<BranchOutcome>,
     pub committed: Vec<u32>,
@@ -52,6 +56,7 @@ impl RoundView {
             reused: None,
             draft_detail: Vec::new(),
             branches: Vec::new(),
+            rows: None,
             verdict: None,
             outcome: None,
             committed: Vec::new(),

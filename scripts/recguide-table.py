@@ -1,0 +1,38 @@
+#!/usr/bin/env python3
+"""RecGuide against the best fixed LinearSS per concurrency, modeled, from `specscope
+bench --json` files: the table docs/results.md shows ("RecGuide priced at the load").
+
+usage: scripts/recguide-table.py BENCH.json [BENCH.json ...]
+"""
+import json
+import math
+import sys
+
+
+def main(paths):
+    for path in paths:
+        d = json.load(open(path))
+        res = d["results"]
+        print(f"{path}: {d['cost_profile']['source']}")
+        print("| C | best fixed LinearSS, modeled ×AR | RecGuide (paper preset) | ÷ best fixed | every row (ablation) | throughput preset | RecGuide B = 8 / 16 / 32 share |")
+        print("|---:|---|---:|---:|---:|---:|---|")
+        ratios = []
+        for c in sorted({r["concurrency"] for r in res}):
+            at = {r["config"]: r for r in res if r["concurrency"] == c}
+            ar = at["ar"]["modeled_tokens_per_sec"]
+            x = lambda name: at[name]["modeled_tokens_per_sec"] / ar if name in at else float("nan")
+            lin = {n: x(n) for n in at if n.startswith("linear")}
+            best = max(lin, key=lin.get)
+            rg = x("recguide")
+            ratios.append(rg / lin[best])
+            blocks = at["recguide"]["tally"]["blocks"]
+            total = sum(blocks.values()) or 1
+            share = " / ".join(f"{100 * blocks.get(str(b), 0) / total:.0f}%" for b in (8, 16, 32))
+            print(f"| {c} | {lin[best]:.2f} ({best.split()[1]}) | {rg:.2f} | {rg / lin[best]:.3f} "
+                  f"| {x('recguide all-rows'):.2f} | {x('recguide throughput'):.2f} | {share} |")
+        geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+        print(f"geometric mean of RecGuide ÷ best fixed over C: {geo:.3f}\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,249 @@
+//! Branch rows, priced: which of the rows a draft's row table asks for ride in this
+//! round's verify forward, and what rows are worth to a block size before it is
+//! drafted. One objective with the block size (`joint`): a row earns P(hit) × the
+//! draft it would spare (this request's draft row and its share of the draft
+//! forward's fixed price) and costs what its tokens add to the shared forward. On a
+//! GPU at C = 1 a forward is memory-bound and a row nearly free, so rows ride; as the
+//! load makes forwards compute-bound the same row costs more than it can save, and
+//! it is dropped.
+
+use std::collections::BTreeMap;
+
+use crate::engine::cost::CostModel;
+use crate::engine::events::{BranchCount, BranchKind, RowsPriced};
+
+/// Margin below which a correction's position counts as "very risky" (its hit-rate
+/// band 0): the alternative is then nearly as likely as the draft's token.
+pub const CLOSE_MARGIN: f32 = 0.2;
+
+/// Pseudo-rounds of evidence each level of the hit-rate hierarchy borrows from the
+/// level above it (kind → kind × block → kind × block × band).
+const SHRINK: f64 = 4.0;
+
+/// Prior hit rate of a kind, before any round (the bundled model's order of size).
+fn prior_rate(kind: BranchKind) -> f64 {
+    match kind {
+        BranchKind::Correction { rank: 1 } => 0.35,
+        BranchKind::Correction { .. } => 0.2,
+        BranchKind::Continuation => 0.5,
+    }
+}
+
+/// Prior share of drafted rounds in which the row tables ask for a row of this kind.
+fn prior_share(kind: BranchKind) -> f64 {
+    match kind {
+        BranchKind::Correction { rank: 1 } => 0.7,
+        BranchKind::Correction { .. } => 0.3,
+        BranchKind::Continuation => 0.6,
+    }
+}
+
+/// Query tokens of a row of this kind for a block of `b` (a correction re-drafts from
+/// its risky position, on average mid-block).
+fn typical_len(kind: BranchKind, b: usize) -> usize {
+    match kind {
+        BranchKind::Continuation => 2 * b,
+        BranchKind::Correction { .. } => b + b / 2,
+    }
+}
+
+/// The kinds a row table can ask for.
+const KINDS: [BranchKind; 4] = [
+    BranchKind::Correction { rank: 1 },
+    BranchKind::Correction { rank: 2 },
+    BranchKind::Correction { rank: 3 },
+    BranchKind::Continuation,
+];
+
+/// What a row's hit rate is conditioned on: its kind, the block size and a signal
+/// band (a correction: its position's margin below [`CLOSE_MARGIN`]; the
+/// continuation: a draft with no risky position).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct RowKey {
+    pub kind: BranchKind,
+    pub block: usize,
+    pub band: u8,
+}
+
+impl RowKey {
+    /// The key of a row of `kind` for a block of `block`: `margin` is the draft's
+    /// margin at a correction's position, `risky` the draft's risky positions.
+    pub fn of(kind: BranchKind, block: usize, margin: Option<f32>, risky: usize) -> Self {
+        let band = match kind {
+            BranchKind::Correction { .. } => u8::from(margin.is_none_or(|m| m >= CLOSE_MARGIN)),
+            BranchKind::Continuation => u8::from(risky > 0),
+        };
+        Self { kind, block, band }
+    }
+}
+
+/// Hit rates of branch rows learned online (per kind, block size and band, each level
+/// shrunk toward the one above), and how often the row tables ask for each kind.
+#[derive(Debug, Clone, Default)]
+pub struct HitRates {
+    by_kind: BTreeMap<BranchKind, BranchCount>,
+    by_block: BTreeMap<(BranchKind, usize), BranchCount>,
+    by_band: BTreeMap<RowKey, BranchCount>,
+    /// Drafted rounds per block size that asked the row table, and the rows it asked
+    /// for per kind.
+    planned_rounds: BTreeMap<usize, usize>,
+    planned: BTreeMap<(BranchKind, usize), usize>,
+    /// Judged rounds with rows, and those a row hit in.
+    rounds: usize,
+    hit_rounds: usize,
+}
+
+fn shrunk(c: Option<&BranchCount>, prior: f64) -> f64 {
+    let c = c.cloned().unwrap_or_default();
+    (c.hits as f64 + prior * SHRINK) / (c.built as f64 + SHRINK)
+}
+
+impl HitRates {
+    /// P(hit) of a row of `kind` for blocks of `block`, any band.
+    pub fn block_rate(&self, kind: BranchKind, block: usize) -> f64 {
+        let k = shrunk(self.by_kind.get(&kind), prior_rate(kind));
+        shrunk(self.by_block.get(&(kind, block)), k)
+    }
+
+    /// P(hit) of a row with this key.
+    pub fn rate(&self, key: RowKey) -> f64 {
+        shrunk(self.by_band.get(&key), self.block_rate(key.kind, key.block))
+    }
+
+    /// P(hit) a row is priced with: the estimate plus one standard error, so a key
+    /// that missed a few times early is still tried now and then until its rows have
+    /// said enough (a dropped row teaches nothing; optimism is the only exploration).
+    pub fn optimistic(&self, key: RowKey) -> f64 {
+        let p = self.rate(key);
+        let n = self.by_band.get(&key).map_or(0, |c| c.built) as f64;
+        (p + (p * (1.0 - p) / (n + SHRINK)).sqrt()).min(1.0)
+    }
+
+    /// Rows of `kind` the row tables ask for per drafted round of `block`.
+    pub fn share(&self, kind: BranchKind, block: usize) -> f64 {
+        let n = self.planned_rounds.get(&block).copied().unwrap_or(0) as f64;
+        let k = self.planned.get(&(kind, block)).copied().unwrap_or(0) as f64;
+        (k + prior_share(kind) * SHRINK) / (n + SHRINK)
+    }
+
+    /// A drafted round of `block` whose row table asked for rows of `kinds`.
+    pub fn record_planned(&mut self, block: usize, kinds: &[BranchKind]) {
+        *self.planned_rounds.entry(block).or_default() += 1;
+        for &k in kinds {
+            *self.planned.entry((k, block)).or_default() += 1;
+        }
+    }
+
+    /// Share of rounds that end with a reused block (a row hit), over rounds with rows.
+    pub fn reuse(&self) -> f64 {
+        (self.hit_rounds as f64 + 0.3 * SHRINK) / (self.rounds as f64 + SHRINK)
+    }
+
+    /// A judged round's rows (those built) and the one that hit, if any.
+    pub fn record(&mut self, built: &[RowKey], hit: Option<BranchKind>) {
+        if !built.is_empty() {
+            self.rounds += 1;
+            self.hit_rounds += usize::from(hit.is_some());
+        }
+        for key in built {
+            let won = usize::from(hit == Some(key.kind));
+            for c in [
+                self.by_kind.entry(key.kind).or_default(),
+                self.by_block.entry((key.kind, key.block)).or_default(),
+                self.by_band.entry(*key).or_default(),
+            ] {
+                c.built += 1;
+                c.hits += won;
+            }
+        }
+    }
+}
+
+/// The load a row is priced at.
+#[derive(Debug, Clone, Copy)]
+pub struct RowLoad {
+    /// Requests sharing the round's forwards.
+    pub concurrency: usize,
+    /// This request's committed positions.
+    pub ctx: usize,
+    /// Its block size this round.
+    pub block: usize,
+}
+
+impl RowLoad {
+    /// What a hit spares: the next round's draft row of this request, and the draft
+    /// forward's fixed price when no other request drafts either (each of the others
+    /// holds a reused block with the per-round hit rate `reuse`).
+    pub fn saving_ms(&self, cost: &CostModel, reuse: f64) -> f64 {
+        let others = self.concurrency.max(1) - 1;
+        cost.draft_row_ms(self.block, self.ctx) + cost.fixed_ms * reuse.powi(others as i32)
+    }
+
+    /// This request's share of the verify forward without rows: its row and its share
+    /// of the forward's fixed price (what a row's price is stated against).
+    pub fn share_ms(&self, cost: &CostModel) -> f64 {
+        cost.row_ms(self.block, self.ctx) + cost.fixed_ms / self.concurrency.max(1) as f64
+    }
+
+    /// What a row of `tokens` query tokens adds to the shared forward.
+    pub fn row_ms(&self, cost: &CostModel, tokens: usize) -> f64 {
+        cost.row_ms(tokens, self.ctx)
+    }
+}
+
+/// Decides which of the `rows` (their lengths and hit-rate keys, in the table's
+/// order) ride: a row rides when P(hit) × the draft it spares covers what it adds to
+/// the forward, or always when `priced` is off. Returns the keep mask and the record.
+pub fn price_rows(
+    rows: &[(usize, RowKey)],
+    hits: &HitRates,
+    cost: &CostModel,
+    load: RowLoad,
+    priced: bool,
+) -> (Vec<bool>, RowsPriced) {
+    let saving = load.saving_ms(cost, hits.reuse());
+    let mut out = RowsPriced {
+        share_ms: load.share_ms(cost),
+        saving_ms: saving,
+        unpriced: !priced,
+        ..RowsPriced::default()
+    };
+    let keep = rows
+        .iter()
+        .map(|&(tokens, key)| {
+            let p = hits.optimistic(key);
+            let ms = load.row_ms(cost, tokens);
+            let pays = p * saving >= ms;
+            if pays || !priced {
+                out.kept.add(ms, p);
+                true
+            } else {
+                out.dropped.add(ms, p);
+                false
+            }
+        })
+        .collect();
+    (keep, out)
+}
+
+/// What the rows a block of `load.block` is expected to carry change its round's
+/// price by (ms, negative: they save more than they cost), before it is drafted:
+/// per kind, how often the tables ask for it × (its cost − P(hit) × the draft it
+/// spares), counting only the rows that pay when `priced`.
+pub fn expected_rows_ms(hits: &HitRates, cost: &CostModel, load: RowLoad, priced: bool) -> f64 {
+    let saving = load.saving_ms(cost, hits.reuse());
+    let (mut spent, mut saves) = (0.0, 0.0);
+    for &k in &KINDS {
+        let (ms, p) = (
+            load.row_ms(cost, typical_len(k, load.block)),
+            hits.block_rate(k, load.block),
+        );
+        if !priced || p * saving >= ms {
+            let share = hits.share(k, load.block);
+            spent += share * ms;
+            saves += share * p;
+        }
+    }
+    // At most one row of a round hits.
+    spent - saves.min(1.0) * saving
+}
