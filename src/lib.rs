@@ -6,6 +6,7 @@
 pub mod bench;
 pub mod engine;
 pub mod model;
+pub mod output;
 pub mod plot;
 pub mod rng;
 pub mod trace;

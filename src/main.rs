@@ -106,7 +106,10 @@ fn main() -> ExitCode {
     if let Some(n) = specscope::model::kernels::notice() {
         eprintln!("specscope: {n}");
     }
-    match result {
+    // What `print!` left in the buffer: a full disk says so here, not silently.
+    let flushed = std::io::Write::flush(&mut std::io::stdout())
+        .map_err(|e| anyhow::anyhow!("cannot write to standard output: {e}"));
+    match result.and_then(|code| flushed.map(|()| code)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("specscope: error: {e:#}");

@@ -523,3 +523,137 @@ fn profile_with_one_row_count_fits_what_it_can() {
     );
     assert!(err.contains("one row count"), "{err}");
 }
+
+/// Every command that writes a file, pointed at each file it reads (a prompt file,
+/// the model's config, tokenizer and weights): refused with a message naming the flag,
+/// the input left as it was.
+#[test]
+fn an_output_never_replaces_an_input() {
+    let model = checkpoint(&Spec::toy());
+    let tmp = tempfile::tempdir().unwrap();
+    let prompts = tmp.path().join("p.jsonl");
+    std::fs::write(
+        &prompts,
+        "{\"prompt\": \"What is 2 plus 2?\", \"family\": \"math\"}\n",
+    )
+    .unwrap();
+    let m = dir_arg(model.path());
+    let p = dir_arg(&prompts);
+    let inputs = [
+        prompts.clone(),
+        model.path().join("config.json"),
+        model.path().join("tokenizer.json"),
+        model.path().join("model.safetensors"),
+    ];
+    let commands: [(&[&str], &str); 4] = [
+        (&["trace", "record"], "--out"),
+        (&["bench"], "--json"),
+        (&["eval"], "--json"),
+        (&["survival"], "--out"),
+    ];
+    for input in &inputs {
+        let before = std::fs::read(input).unwrap();
+        for (cmd, flag) in commands {
+            let out = dir_arg(input);
+            let mut args: Vec<&str> = cmd.to_vec();
+            args.extend(["--model", &m, "--prompts", &p, "--limit", "1", flag, &out]);
+            let o = run(&args);
+            assert_clean_error(&o, flag);
+            assert_clean_error(&o, "this run reads");
+            assert_eq!(std::fs::read(input).unwrap(), before, "{args:?} changed it");
+        }
+    }
+}
+
+/// Two `trace record` runs writing one file at once: one of them is refused (the
+/// file's lock), and the file that is left reads as one run's recording.
+#[cfg(unix)]
+#[test]
+fn two_recordings_of_one_file_do_not_interleave() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("rec.jsonl");
+    let o = dir_arg(&out);
+    let args = [
+        "trace",
+        "record",
+        "--limit",
+        "6",
+        "--max-new-tokens",
+        "128",
+        "--out",
+        &o,
+    ];
+    let a = specscope(&args).stderr(Stdio::piped()).spawn().unwrap();
+    // The first holds the lock once its header is written.
+    let start = std::time::Instant::now();
+    while std::fs::metadata(&out).map_or(0, |m| m.len()) == 0 {
+        assert!(
+            start.elapsed().as_secs() < 60,
+            "the first run never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let b = run(&args);
+    let a = a.wait_with_output().unwrap();
+    assert!(a.status.success(), "{}", stderr(&a));
+    assert_clean_error(&b, "being written by another process");
+    let t = specscope::trace::read_trace(&out).expect("one run's recording");
+    assert!(t.recorded_summary().is_some());
+}
+
+/// Every command that prints, with standard output on a full disk (`> /dev/full`): a
+/// clean error and a non-zero exit, never "failed printing to stdout".
+#[cfg(target_os = "linux")]
+#[test]
+fn a_full_disk_on_stdout_is_an_error_not_a_panic() {
+    if !Path::new("/dev/full").exists() {
+        eprintln!("skipped: no /dev/full");
+        return;
+    }
+    let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/demo.jsonl");
+    let commands: [&[&str]; 7] = [
+        &["run", "--prompt", "hi", "--max-new-tokens", "4", "--json"],
+        &["run", "--prompt", "hi", "--max-new-tokens", "4"],
+        &["inspect", "--prompt", "hi"],
+        &["trace", "summary", demo],
+        &[
+            "bench",
+            "--configs",
+            "ar",
+            "--limit",
+            "1",
+            "--concurrency",
+            "1",
+            "--max-new-tokens",
+            "4",
+        ],
+        &[
+            "eval",
+            "--limit",
+            "1",
+            "--max-new-tokens",
+            "4",
+            "--blocks",
+            "8",
+        ],
+        &[
+            "profile",
+            "--rows",
+            "1",
+            "--tokens",
+            "1",
+            "--cache",
+            "16",
+            "--repeats",
+            "1",
+        ],
+    ];
+    for args in commands {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let o = specscope(args).stdout(full).output().unwrap();
+        assert_clean_error(&o, "cannot write to standard output");
+    }
+}

@@ -323,3 +323,64 @@ fn signals_restore_the_terminal_and_set_the_exit_status() {
         t.wait_for("cooked mode restored", |s| s.contains("icanon echo"), true);
     }
 }
+
+/// Requests recorded in a file and how many of them ended whole.
+fn recorded(path: &std::path::Path) -> (usize, usize) {
+    let t = specscope::trace::read_trace(path).expect("the recording reads");
+    let s = t
+        .recorded_summary()
+        .expect("a finished recording has its summary");
+    (s.requests, s.finished)
+}
+
+/// `--record FILE`, F9 to stop, F9 to start again, F9 mid-answer: the first recording
+/// is still there, the second went to a new name (the status line said so), and the
+/// answer in flight when F9 stopped it is in it whole.
+#[test]
+fn f9_never_overwrites_or_cuts_a_recording() {
+    let Some(t) = Tmux::start() else { return };
+    let cfg = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("rec.jsonl");
+    t.launch(
+        cfg.path(),
+        &format!("--record {} --max-new-tokens 40", file.display()),
+    );
+    let ask = |prompt: &str| {
+        t.literal(prompt);
+        t.keys(&["Enter"]);
+        t.wait("the answer to start", |s| s.contains("answering"));
+    };
+    let idle = || t.wait("the answer to end", |s| s.contains("idle"));
+    ask("What is 12 plus 7?");
+    idle();
+    t.keys(&["F9"]);
+    t.wait("the first recording saved", |s| {
+        s.contains("recording saved")
+    });
+    ask("What is 3 plus 4?");
+    idle();
+    t.keys(&["F9"]);
+    let s = t.wait("a second recording", |s| s.contains("rec-2.jsonl"));
+    assert!(
+        s.contains("exists"),
+        "the notice says why the name changed:\n{s}"
+    );
+    ask("List three colours.");
+    t.keys(&["F9"]);
+    t.wait("the stop to wait for the answer", |s| {
+        s.contains("recording stops when")
+    });
+    t.wait("the recording to stop after the answer", |s| {
+        s.contains("idle") && !s.contains("● REC")
+    });
+    t.keys(&["C-q"]);
+    let s = t.wait_exit();
+    assert!(s.lines().any(|l| l == "EXIT=0"), "{s}");
+    assert_eq!(recorded(&file), (1, 1), "the first recording is intact");
+    assert_eq!(
+        recorded(&dir.path().join("rec-2.jsonl")),
+        (1, 1),
+        "the second holds the answer in flight at the stop, whole"
+    );
+}

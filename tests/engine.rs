@@ -420,57 +420,66 @@ fn the_priced_clock_makes_the_policy_repeatable() {
     assert_eq!(first, choices());
 }
 
-/// The paper preset drafts every round (no AR steps: 1 is not in its sizes) and, priced
-/// as the default GPU profile at a small load, builds branch rows; every drafted round
-/// says which rows ride and why.
+/// The paper preset drafts every round (no AR steps: 1 is not in its sizes). Priced as
+/// the default GPU profile it builds branch rows in most rounds of a request alone
+/// (C = 1: a hit spares a whole memory-bound forward) and drops most of them with
+/// eight in flight; every drafted round says which rows ride and why.
 #[test]
-fn the_paper_preset_drafts_and_builds_rows() {
+fn the_paper_preset_drafts_and_prices_rows_by_the_load() {
     let (model, prompts) = fixture_prompts(2);
     let o = DecodeOptions {
         max_new_tokens: 64,
         ..DecodeOptions::default()
     };
     let pricing = specscope::engine::cost::Pricing::select(Some("b200-nld8b")).unwrap();
-    let mut sched = Scheduler::new(model, None).with_pricing(pricing);
-    for p in &prompts {
-        sched
-            .submit(
-                Submit {
-                    prompt: p.clone(),
-                    options: o.clone(),
-                    family: None,
-                },
-                &mut NullSink,
-            )
-            .unwrap();
-    }
-    let mut sink = VecSink::default();
-    sched.run_to_completion(&mut sink).unwrap();
-    let blocks: Vec<usize> = sink
-        .events
-        .iter()
-        .filter_map(|e| match e {
-            DecodeEvent::BlockChosen { block, .. } => Some(*block),
-            _ => None,
-        })
-        .collect();
-    assert!(!blocks.contains(&1), "no AR steps: {blocks:?}");
-    let built: usize = sink
-        .events
-        .iter()
-        .filter(|e| matches!(e, DecodeEvent::BranchesBuilt { .. }))
-        .count();
+    // (rounds, rounds with rows, rounds with a row decision)
+    let run = |together: bool| {
+        let mut sched = Scheduler::new(model.clone(), None).with_pricing(pricing.clone());
+        let mut sink = VecSink::default();
+        for p in &prompts {
+            sched
+                .submit(
+                    Submit {
+                        prompt: p.clone(),
+                        options: o.clone(),
+                        family: None,
+                    },
+                    &mut NullSink,
+                )
+                .unwrap();
+            if !together {
+                sched.run_to_completion(&mut sink).unwrap();
+            }
+        }
+        sched.run_to_completion(&mut sink).unwrap();
+        let blocks: Vec<usize> = sink
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                DecodeEvent::BlockChosen { block, .. } => Some(*block),
+                _ => None,
+            })
+            .collect();
+        assert!(!blocks.contains(&1), "no AR steps: {blocks:?}");
+        let count = |f: &dyn Fn(&DecodeEvent) -> bool| sink.events.iter().filter(|e| f(e)).count();
+        (
+            blocks.len(),
+            count(&|e| matches!(e, DecodeEvent::BranchesBuilt { .. })),
+            count(&|e| matches!(e, DecodeEvent::Drafted { rows: Some(_), .. })),
+        )
+    };
+    let (rounds, built, decided) = run(false);
     assert!(
-        built > blocks.len() / 2,
-        "rows in most rounds: {built} of {}",
-        blocks.len()
+        built > rounds / 2,
+        "C = 1: rows in most rounds: {built} of {rounds}"
     );
-    let decided = sink
-        .events
-        .iter()
-        .filter(|e| matches!(e, DecodeEvent::Drafted { rows: Some(_), .. }))
-        .count();
-    assert_eq!(decided, blocks.len(), "every round's rows decided");
+    assert_eq!(decided, rounds, "every round's rows decided");
+    let (rounds, built, decided) = run(true);
+    assert!(
+        built < rounds / 4,
+        "C = 8: rows mostly dropped: {built} of {rounds}"
+    );
+    assert_eq!(decided, rounds);
 }
 
 /// One fold: the statistics rebuilt from a run's events are the engine's own,

@@ -311,13 +311,25 @@ fn malformed_recordings_fail_with_file_and_line() {
 #[test]
 fn unknown_event_kinds_are_skipped_with_a_warning() {
     let bytes = demo_bytes();
-    let l5 = nth_line_start(&bytes, 4);
-    let mut b = bytes[..l5].to_vec();
-    b.extend_from_slice(b"{\"t\": 1.0, \"seq\": 4, \"kind\": \"hologram\", \"x\": 1}\n");
-    b.extend_from_slice(&bytes[l5..]);
+    // A newer writer's kind at line 5, numbered in turn (the lines after it too).
+    let text = String::from_utf8(bytes.clone()).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    lines.insert(
+        4,
+        "{\"t\": 1.0, \"seq\": 3, \"kind\": \"hologram\", \"x\": 1}".into(),
+    );
+    for (i, l) in lines.iter_mut().enumerate().skip(5) {
+        let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+        v["seq"] = serde_json::json!(i - 1);
+        *l = v.to_string();
+    }
+    let b = (lines.join("\n") + "\n").into_bytes();
     let full = parse_trace(&bytes, "demo").unwrap();
     let t = parse_trace(&b, "rec.jsonl").unwrap();
-    assert_eq!(t.events, full.events);
+    let body = |e: &[specscope::trace::Stamped]| -> Vec<TraceEvent> {
+        e.iter().map(|s| s.event.clone()).collect()
+    };
+    assert_eq!(body(&t.events), body(&full.events));
     assert!(t.warnings[0].contains("rec.jsonl:5") && t.warnings[0].contains("hologram"));
 }
 
@@ -579,11 +591,12 @@ fn events_out_of_order_are_refused_with_their_line() {
     let v = ls.remove(verified);
     ls.insert(1, v);
     refused(&ls, 2, "request 1 has no `request_started`");
-    // A request finished, then more of its rounds.
+    // A request finished before its rounds: its stated statistics are not what its
+    // events so far add up to.
     let mut ls = lines.clone();
     let f = ls.remove(finished);
     ls.insert(verified, f);
-    refused(&ls, verified + 2, "request 1 already finished");
+    refused(&ls, verified + 1, "but its events add up to");
     // Two recordings spliced: something after the first's `session_end`.
     let mut ls = lines.clone();
     ls.insert(end, lines[end]);
@@ -595,9 +608,9 @@ fn events_out_of_order_are_refused_with_their_line() {
         "{:#}",
         parse_trace((ls.join("\n") + "\n").as_bytes(), "rec").unwrap_err()
     );
-    // Line 6 now holds seq 8, so line 7 (seq 5) is the first out of turn.
+    // Line 6 now holds seq 8 where 4 was due: the first out of turn.
     assert!(
-        e.starts_with("rec:7: ") && e.contains("out of order"),
+        e.starts_with("rec:6: ") && e.contains("out of order"),
         "{e}"
     );
     // The untouched demo reads, renumbered or not.
@@ -632,4 +645,130 @@ fn header_versions_are_quoted_as_written() {
         h.as_object_mut().unwrap().remove("version");
     });
     assert!(e.contains("version (missing)"), "{e}");
+}
+
+/// The demo's event lines (after the header), as JSON values.
+fn demo_lines() -> Vec<String> {
+    String::from_utf8(demo_bytes())
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn join(lines: &[String]) -> Vec<u8> {
+    let mut s = lines.join("\n");
+    s.push('\n');
+    s.into_bytes()
+}
+
+/// An edited recording fails naming a line: every event line deleted (but the last,
+/// which is a recording cut short) breaks the `seq` run; every event line repeated
+/// does too.
+#[test]
+fn a_deleted_or_repeated_event_line_is_refused() {
+    let lines = demo_lines();
+    // Every line near the ends and every 5th between (each case parses the file).
+    let n = lines.len();
+    for i in (1..n - 1).filter(|&i| i < 40 || i > n - 40 || i % 5 == 0) {
+        let mut edited = lines.clone();
+        let gone = edited.remove(i);
+        let e = err(&join(&edited));
+        assert!(
+            e.contains("rec.jsonl:") && e.contains("seq"),
+            "line {} deleted ({gone:.60}): {e}",
+            i + 1
+        );
+        let mut twice = lines.clone();
+        twice.insert(i, lines[i].clone());
+        let e = err(&join(&twice));
+        assert!(e.contains("seq"), "line {} repeated: {e}", i + 1);
+    }
+    // The last line gone is the same file cut short: it reads.
+    parse_trace(&join(&lines[..lines.len() - 1]), "rec.jsonl").unwrap();
+}
+
+/// Every count of every request's stated statistics moved by one: refused, naming the
+/// request, unless the move is one the events cannot see.
+#[test]
+fn stated_statistics_are_checked_against_the_events() {
+    let lines = demo_lines();
+    let mut cases = 0;
+    for (i, line) in lines.iter().enumerate() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        if v["kind"] != "request_finished" {
+            continue;
+        }
+        for field in [
+            "new_tokens",
+            "decode_tokens",
+            "rounds",
+            "draft_forwards",
+            "saved_drafts",
+            "query_tokens",
+        ] {
+            for delta in [1i64, -1] {
+                let mut m = v.clone();
+                // The tally is flattened into `stats`.
+                let x = &mut m["stats"][field];
+                let Some(n) = x.as_i64() else { continue };
+                if n + delta < 0 {
+                    continue;
+                }
+                *x = serde_json::json!(n + delta);
+                let mut edited = lines.clone();
+                edited[i] = m.to_string();
+                let e = parse_trace(&join(&edited), "rec.jsonl")
+                    .err()
+                    .map(|e| format!("{e:#}"));
+                assert!(
+                    e.as_deref()
+                        .is_some_and(|e| e.contains(&format!("rec.jsonl:{}", i + 1))),
+                    "line {} {field} {delta:+}: {e:?}",
+                    i + 1
+                );
+                cases += 1;
+            }
+        }
+    }
+    assert!(cases > 20, "{cases}");
+}
+
+/// A margin or probability outside 0..1 anywhere a draft or verdict states one.
+#[test]
+fn margins_and_probabilities_are_range_checked() {
+    let lines = demo_lines();
+    let mut cases = 0;
+    for (i, line) in lines.iter().enumerate() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let mut paths: Vec<Vec<String>> = Vec::new();
+        if v["kind"] == "drafted" && v["margins"].as_array().is_some_and(|a| !a.is_empty()) {
+            paths.push(vec!["margins".into(), "0".into()]);
+        }
+        for key in ["detail"] {
+            if v[key].as_array().is_some_and(|a| !a.is_empty()) {
+                paths.push(vec![key.into(), "0".into(), "margin".into()]);
+                paths.push(vec![key.into(), "0".into(), "confidence".into()]);
+            }
+        }
+        for path in paths.into_iter().take(2) {
+            for bad in [1e9, -0.5, 1.5] {
+                let mut m = v.clone();
+                *at_path(&mut m, &path) = serde_json::json!(bad);
+                let mut edited = lines.clone();
+                edited[i] = m.to_string();
+                let e = err(&join(&edited));
+                assert!(
+                    e.contains(&format!("rec.jsonl:{}", i + 1)) && e.contains("0 to 1"),
+                    "line {} {path:?} = {bad}: {e}",
+                    i + 1
+                );
+                cases += 1;
+            }
+        }
+        if cases > 300 {
+            break;
+        }
+    }
+    assert!(cases > 30, "{cases}");
 }

@@ -92,6 +92,13 @@ pub fn run(a: BenchArgs) -> Result<()> {
     let cfgs = configs(&a.configs, &a.blocks, &a.row_tables, &base)?;
     let records = a.prompts.records()?;
     let loaded = a.model.load()?;
+    if let Some(out) = &a.json {
+        let mut inputs = a.prompts.files_or(&super::DEFAULT_FAMILIES);
+        inputs.extend(loaded.files.inputs());
+        inputs.extend(a.tables.iter().cloned());
+        inputs.extend(a.cost.cost_profile.iter().map(PathBuf::from));
+        specscope::output::refuse_inputs(out, "--json", &inputs)?;
+    }
     let prompts = a.prompts.encode(&records, &loaded)?;
     let tables = match &a.tables {
         Some(p) => SurvivalTables::from_file(p)?,
@@ -152,13 +159,13 @@ pub fn run(a: BenchArgs) -> Result<()> {
         }
     }
     progress.finish("done");
-    print!("{}", table(&results));
-    println!(
+    out!("{}", table(&results));
+    outln!(
         "mod = modeled, not measured: each decode forward priced by the cost profile ({})",
         pricing.cost.source
     );
-    print!("{}", share_table(&results));
-    print!("{}", pass_spread(&results));
+    out!("{}", share_table(&results));
+    out!("{}", pass_spread(&results));
     if let Some(path) = &a.json {
         let out = serde_json::json!({
             "model": loaded.files.label,
@@ -171,8 +178,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
             "provenance": specscope::Provenance::here(),
             "results": results,
         });
-        std::fs::write(path, serde_json::to_string_pretty(&out)?)
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        specscope::output::write_whole(path, &serde_json::to_string_pretty(&out)?)?;
     }
     Ok(())
 }

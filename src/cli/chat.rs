@@ -277,8 +277,11 @@ pub fn chat(args: ChatArgs) -> Result<ExitCode> {
         &mut state,
     ));
     drop(fs);
-    if let Some(p) = &args.record {
-        eprintln!("specscope: recording saved to {}", p.display());
+    // Where each recording went (a taken name gets a number: nothing is replaced).
+    for (_, text) in &state.status.messages {
+        if text.starts_with("recording saved to ") {
+            eprintln!("specscope: {text}");
+        }
     }
     report_messages(&state);
     exit_of(r?)

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 
 use specscope::bench::acceptance::evaluate;
@@ -29,8 +29,14 @@ pub struct EvalArgs {
 }
 
 pub fn run(a: EvalArgs) -> Result<()> {
-    let records = a.prompts.records_or(&["math", "code", "qa", "first"])?;
+    let families = ["math", "code", "qa", "first"];
+    let records = a.prompts.records_or(&families)?;
     let loaded = a.model.load()?;
+    if let Some(out) = &a.json {
+        let mut inputs = a.prompts.files_or(&families);
+        inputs.extend(loaded.files.inputs());
+        specscope::output::refuse_inputs(out, "--json", &inputs)?;
+    }
     let prompts = a.prompts.encode(&records, &loaded)?;
     let mut progress = super::progress::Progress::new("eval", 1);
     let rep = evaluate(
@@ -47,19 +53,23 @@ pub fn run(a: EvalArgs) -> Result<()> {
     )?;
     progress.finish("done");
     let ar = &rep.ar;
-    println!("model: {}  prompts: {}", loaded.files.label, ar.prompts);
-    println!(
+    outln!("model: {}  prompts: {}", loaded.files.label, ar.prompts);
+    outln!(
         "AR greedy: mean answer {:.1} tokens, {}/{} end with eos, math exact answers {}/{}",
-        ar.mean_answer_tokens, ar.ended_with_eos, ar.prompts, ar.math_exact, ar.math_total
+        ar.mean_answer_tokens,
+        ar.ended_with_eos,
+        ar.prompts,
+        ar.math_exact,
+        ar.math_total
     );
     let by_family: Vec<String> = ar
         .mean_answer_tokens_by_family
         .iter()
         .map(|(f, m)| format!("{f} {m:.1}"))
         .collect();
-    println!("   mean answer tokens by family: {}", by_family.join(", "));
+    outln!("   mean answer tokens by family: {}", by_family.join(", "));
     let pct = |a: usize, n: usize| 100.0 * a as f64 / n.max(1) as f64;
-    println!("answer quality (AR greedy): faithful = contains the prompt's names, numbers, list or words; right = the expected answer");
+    outln!("answer quality (AR greedy): faithful = contains the prompt's names, numbers, list or words; right = the expected answer");
     for (key, q) in &ar.quality {
         let faithful = if q.with_expect > 0 {
             format!(
@@ -82,14 +92,14 @@ pub fn run(a: EvalArgs) -> Result<()> {
             "right —".to_string()
         };
         let indent = if key.contains('/') { "     " } else { "   " };
-        println!("{indent}{key:<22} {faithful:<24} {right}");
+        outln!("{indent}{key:<22} {faithful:<24} {right}");
     }
-    println!(
+    outln!(
         "LinearSS output identical to AR: {}",
         if rep.lossless { "yes" } else { "NO" }
     );
     for b in &rep.blocks {
-        println!(
+        outln!(
             "B={:<2} rounds {:>5}  mean acceptance {:.2}  full blocks {:.1}%  fail within 7 {:.1}%  2nd choice right at 1st reject {:.1}%  margin<{:.2} at 1st reject {:.1}%  risky precision {:.1}%",
             b.block,
             b.rounds,
@@ -101,19 +111,19 @@ pub fn run(a: EvalArgs) -> Result<()> {
             100.0 * b.low_margin_at_reject,
             100.0 * b.risky_precision
         );
-        println!(
+        outln!(
             "   1st rejections with the drafted token misplaced (a repeat of the one before, or due 1–2 places on): {:.1}%; margin<{:.2} at {:.1}% of those, {:.1}% of the rest",
             100.0 * b.misplaced_at_reject,
             a.risk_threshold,
             100.0 * b.low_margin_misplaced,
             100.0 * b.low_margin_in_place
         );
-        println!(
+        outln!(
             "   draft reliability over the positions the verifier judged (calibration error {:.3}):",
             b.calibration_error
         );
         for band in &b.reliability {
-            println!(
+            outln!(
                 "     top probability {:.2}–{:.2}: {:>6} positions, mean {:.3}, top choice right {:>5.1}%, {:>5.1}% of 1st rejections",
                 band.from,
                 band.to,
@@ -125,15 +135,14 @@ pub fn run(a: EvalArgs) -> Result<()> {
         }
         for (fam, m) in &b.mean_accept_by_family {
             let hist = &b.hist_by_family[fam];
-            println!(
+            outln!(
                 "   {fam:<5} mean {m:.2}  histogram[a=1..]: {:?}",
                 &hist[1.min(hist.len())..]
             );
         }
     }
     if let Some(p) = &a.json {
-        std::fs::write(p, serde_json::to_string_pretty(&rep)?)
-            .with_context(|| format!("cannot write {}", p.display()))?;
+        specscope::output::write_whole(p, &serde_json::to_string_pretty(&rep)?)?;
     }
     Ok(())
 }

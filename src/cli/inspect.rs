@@ -97,6 +97,6 @@ pub fn run(args: InspectArgs) -> Result<()> {
             "positions": positions,
         },
     });
-    println!("{}", serde_json::to_string_pretty(&out)?);
+    outln!("{}", serde_json::to_string_pretty(&out)?);
     Ok(())
 }

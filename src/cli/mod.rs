@@ -1,5 +1,24 @@
 //! Subcommands of the `specscope` binary.
 
+/// `println!` that returns an error (a full disk, a closed descriptor) from the
+/// function instead of panicking.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)
+            .map_err(|e| anyhow::anyhow!("cannot write to standard output: {e}"))?;
+    }};
+}
+
+/// `print!` the same way.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        write!(std::io::stdout().lock(), $($arg)*)
+            .map_err(|e| anyhow::anyhow!("cannot write to standard output: {e}"))?;
+    }};
+}
+
 pub mod bench;
 pub mod chat;
 pub mod decode;
@@ -157,7 +176,16 @@ impl PromptFileArgs {
         &self,
         families: &[&str],
     ) -> Result<Vec<specscope::bench::prompts::PromptRecord>> {
-        let files: Vec<std::path::PathBuf> = if self.prompts.is_empty() {
+        let mut records = Vec::new();
+        for f in &self.files_or(families) {
+            records.extend(specscope::bench::prompts::read_prompt_file(f)?);
+        }
+        Ok(records)
+    }
+
+    /// The prompt files read: `--prompts`, or `families`' held-out files.
+    pub fn files_or(&self, families: &[&str]) -> Vec<std::path::PathBuf> {
+        if self.prompts.is_empty() {
             let dir = model::source::bundled_dir()
                 .parent()
                 .map(|p| p.join("prompts"))
@@ -168,12 +196,7 @@ impl PromptFileArgs {
                 .collect()
         } else {
             self.prompts.clone()
-        };
-        let mut records = Vec::new();
-        for f in &files {
-            records.extend(specscope::bench::prompts::read_prompt_file(f)?);
         }
-        Ok(records)
     }
 
     /// The records kept by `--skip` and `--limit`, encoded for `loaded`'s model.

@@ -53,7 +53,7 @@ pub fn run(a: PlotArgs) -> Result<()> {
     };
     let figures = plot::figures(&inputs, &Palette::from_theme(&theme))?;
     for p in plot::write(&figures, &a.out)? {
-        println!("{}", p.display());
+        outln!("{}", p.display());
     }
     Ok(())
 }

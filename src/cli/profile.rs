@@ -88,7 +88,7 @@ pub fn run(args: ProfileArgs) -> Result<()> {
             * (cfg.hidden_size * cfg.num_attention_heads * cfg.head_dim() * 2
                 + cfg.hidden_size * cfg.num_kv_heads() * cfg.head_dim() * 2
                 + 3 * cfg.hidden_size * cfg.intermediate_size);
-    println!(
+    outln!(
         "model: {label} ({:.2}M params, {} layers, hidden {}); device {:?}; threads {}",
         params as f64 / 1e6,
         cfg.num_hidden_layers,
@@ -96,9 +96,15 @@ pub fn run(args: ProfileArgs) -> Result<()> {
         model.device(),
         candle_core::utils::get_num_threads()
     );
-    println!(
+    outln!(
         "{:>6} {:>5} {:>7} {:>11} {:>11} {:>13} {:>12}",
-        "cache", "rows", "tokens", "median ms", "min ms", "ms / token", "KB to host"
+        "cache",
+        "rows",
+        "tokens",
+        "median ms",
+        "min ms",
+        "ms / token",
+        "KB to host"
     );
     let max_rows = args.rows.iter().copied().max().unwrap_or(1);
     let mask = cfg.mask_token_id();
@@ -173,7 +179,7 @@ pub fn run(args: ProfileArgs) -> Result<()> {
             min_ms: ms[0],
             host_bytes_per_forward: read.bytes as f64 / TIMED_FORWARDS as f64,
         };
-        println!(
+        outln!(
             "{:>6} {:>5} {:>7} {:>11.2} {:>11.2} {:>13.3} {:>12.1}",
             p.cache_len,
             p.rows,
@@ -185,7 +191,7 @@ pub fn run(args: ProfileArgs) -> Result<()> {
         );
         points.push(p);
     }
-    println!(
+    outln!(
         "logits statistics: {}; {}",
         signals::path(model.device()),
         specscope::model::kernels::describe()
@@ -205,8 +211,7 @@ pub fn run(args: ProfileArgs) -> Result<()> {
         targets.push(p);
     }
     for path in targets {
-        std::fs::write(&path, serde_json::to_string_pretty(&out)?)
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        specscope::output::write_whole(&path, &serde_json::to_string_pretty(&out)?)?;
         eprintln!("wrote {}", path.display());
     }
     let (fitted, notes) = cost::CostModel::fit_noting(&serde_json::from_value(out)?, &label)

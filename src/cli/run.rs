@@ -73,7 +73,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         sched.submit(submit, &mut sink)?;
         sched.run_to_completion(&mut sink)?;
         if let Some(e) = sink.error {
-            return Err(e.into());
+            anyhow::bail!("cannot write to standard output: {e}");
         }
         sched.take_finished()
     };
@@ -85,7 +85,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     let t = &st.tally;
     let reads = specscope::engine::signals::HostReads::since(reads);
     if !args.json {
-        println!();
+        outln!();
         let branches = if overlap {
             format!(", branch hits {:.0}%", 100.0 * t.hit_rate())
         } else {
@@ -152,6 +152,6 @@ pub fn run(args: RunArgs) -> Result<()> {
         },
         "signals_kernel": specscope::model::kernels::describe(),
     });
-    println!("{}", serde_json::to_string_pretty(&out)?);
+    outln!("{}", serde_json::to_string_pretty(&out)?);
     Ok(())
 }

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 
 use specscope::engine::policy::SurvivalTables;
@@ -36,6 +36,9 @@ pub struct SurvivalArgs {
 pub fn run(a: SurvivalArgs) -> Result<()> {
     let records = a.prompts.records()?;
     let loaded = a.model.load()?;
+    let mut inputs = a.prompts.files_or(&super::DEFAULT_FAMILIES);
+    inputs.extend(loaded.files.inputs());
+    specscope::output::refuse_inputs(&a.out, "--out", &inputs)?;
     let prompts = a.prompts.encode(&records, &loaded)?;
     let mut samples = Vec::new();
     let mut progress = super::progress::Progress::new("survival", prompts.len() as u64);
@@ -57,8 +60,7 @@ pub fn run(a: SurvivalArgs) -> Result<()> {
         samples.len()
     );
     let tables = SurvivalTables::estimate(&samples, a.bins, a.min_stratum, &source);
-    std::fs::write(&a.out, serde_json::to_string_pretty(&tables)?)
-        .with_context(|| format!("cannot write {}", a.out.display()))?;
+    specscope::output::write_whole(&a.out, &serde_json::to_string_pretty(&tables)?)?;
     for &b in a.blocks.iter().filter(|&&b| b >= 2) {
         eprintln!("V_{b} marginal: {:.2}", tables.value(b, None, None));
     }

@@ -60,10 +60,10 @@ fn summary(file: PathBuf, json: bool) -> Result<()> {
     }
     let s = Summary::of(trace.events.iter().map(|e| &e.event));
     if json {
-        println!("{}", serde_json::to_string_pretty(&s)?);
+        outln!("{}", serde_json::to_string_pretty(&s)?);
     } else {
         let h = &trace.header;
-        println!(
+        outln!(
             "{}: {} on {}, {}, risk margin < {}",
             file.display(),
             h.model,
@@ -71,9 +71,9 @@ fn summary(file: PathBuf, json: bool) -> Result<()> {
             h.options.label(),
             h.risk.threshold
         );
-        print!("{}", s.report());
+        out!("{}", s.report());
         if trace.recorded_summary().is_none() {
-            println!(
+            outln!(
                 "(no session_end line: the recording was cut off; statistics cover what it holds)"
             );
         }
@@ -117,6 +117,16 @@ fn record(args: RecordArgs) -> Result<()> {
     let pricing = args.decode.cost.pricing()?;
     let records = args.prompts.records()?;
     let loaded = args.model.load()?;
+    let mut inputs = args.prompts.files_or(&super::DEFAULT_FAMILIES);
+    inputs.extend(loaded.files.inputs());
+    inputs.extend(
+        args.decode
+            .cost
+            .cost_profile
+            .iter()
+            .map(std::path::PathBuf::from),
+    );
+    specscope::output::refuse_inputs(&args.out, "--out", &inputs)?;
     // Encoded first: a prompt that does not fit fails naming its line, before the file.
     let prompts = args.prompts.encode(&records, &loaded)?;
     let header = loaded.trace_header(&options, &pricing);

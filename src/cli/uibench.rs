@@ -384,10 +384,10 @@ pub fn run(args: UiBenchArgs) -> Result<()> {
         "size": format!("{w}x{h}"),
     });
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        outln!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }
-    println!(
+    outln!(
         "requests {total} ({} prompts × {passes} passes, each headless then with the screen{})  tokens {tokens}  same text as headless: {same}",
         prompts.len(),
         if args.record { ", recording" } else { "" }
@@ -396,13 +396,13 @@ pub fn run(args: UiBenchArgs) -> Result<()> {
         .iter()
         .map(|r| format!("{:.1}%", 100.0 * r))
         .collect();
-    println!(
+    outln!(
         "decode time  headless {watch_head:.2} s  with screen {watch_screen:.2} s  → screen throughput {:.1}% of headless (per pass: {}); with keys pressed every 40 ms: {:.1}%",
         100.0 * ratio,
         per.join(", "),
         100.0 * key_ratio
     );
-    println!(
+    outln!(
         "frames at {w}x{h}: live {} drawn, mean {:.2} ms, p99 {:.2} ms; full demo screen mean {:.2} ms, p99 {:.2} ms",
         out["frames_live"],
         out["frame_ms_live"]["mean"].as_f64().unwrap_or(0.0),
@@ -410,7 +410,7 @@ pub fn run(args: UiBenchArgs) -> Result<()> {
         out["frame_ms_demo_full"]["mean"].as_f64().unwrap_or(0.0),
         out["frame_ms_demo_full"]["p99"].as_f64().unwrap_or(0.0),
     );
-    println!(
+    outln!(
         "keys while decoding: {} sent, key → frame mean {:.1} ms, p99 {:.1} ms, max {:.1} ms",
         out["key_to_frame_ms"]["keys"],
         out["key_to_frame_ms"]["mean"].as_f64().unwrap_or(0.0),

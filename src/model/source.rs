@@ -33,6 +33,23 @@ pub struct ModelFiles {
     pub index: Option<(PathBuf, BTreeMap<String, PathBuf>)>,
 }
 
+impl ModelFiles {
+    /// Every file and directory the model is read from (what no output may replace).
+    pub fn inputs(&self) -> Vec<PathBuf> {
+        let mut out = vec![self.config.clone(), self.tokenizer.clone()];
+        out.extend(self.weights.iter().cloned());
+        out.extend(self.tokenizer_config.iter().cloned());
+        out.extend(self.chat_template.iter().cloned());
+        out.extend(self.generation_config.iter().cloned());
+        out.extend(self.lora_dir.iter().cloned());
+        if let Some((index, shards)) = &self.index {
+            out.push(index.clone());
+            out.extend(shards.values().cloned());
+        }
+        out
+    }
+}
+
 /// How `--model` was given.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ModelSource {

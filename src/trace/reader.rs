@@ -52,7 +52,7 @@ pub fn parse_trace(bytes: &[u8], name: &str) -> Result<Trace> {
     super::validate::header(&header).map_err(|e| anyhow!("{name}:1: {e:#}"))?;
     let mut events = Vec::new();
     let mut warnings = Vec::new();
-    let mut order = super::validate::Order::default();
+    let mut order = super::validate::Order::new(header.event_version);
     for (i, raw) in lines.iter().enumerate().take(n_lines).skip(1) {
         let lineno = i + 1;
         let is_cut = i == n_lines - 1 && !ends_with_newline;
@@ -83,9 +83,14 @@ pub fn parse_trace(bytes: &[u8], name: &str) -> Result<Trace> {
                     .with_context(|| format!("{name}:{lineno}"))?;
                 events.push(*s)
             }
-            Parsed::Unknown(kind) => warnings.push(format!(
-                "{name}:{lineno}: unknown event kind `{kind}` skipped"
-            )),
+            Parsed::Unknown(kind, seq) => {
+                order
+                    .skip(seq, lineno)
+                    .with_context(|| format!("{name}:{lineno}"))?;
+                warnings.push(format!(
+                    "{name}:{lineno}: unknown event kind `{kind}` skipped"
+                ))
+            }
         }
     }
     Ok(Trace {
@@ -140,7 +145,7 @@ fn shown(v: Option<&Value>) -> String {
 enum Parsed {
     // Boxed: an event is far larger than the name of an unknown kind.
     Event(Box<Stamped>),
-    Unknown(String),
+    Unknown(String, u64),
 }
 
 fn parse_event(mut value: Value, lines: usize) -> Result<Parsed> {
@@ -175,7 +180,7 @@ fn parse_event(mut value: Value, lines: usize) -> Result<Parsed> {
         super::validate::event(&e, lines).with_context(|| format!("bad `{kind}` event"))?;
         TraceEvent::Decode(e)
     } else {
-        return Ok(Parsed::Unknown(kind));
+        return Ok(Parsed::Unknown(kind, seq));
     };
     Ok(Parsed::Event(Box::new(Stamped { t, seq, event })))
 }

@@ -283,6 +283,11 @@ impl SummaryBuilder {
         }
     }
 
+    /// The statistics rebuilt so far of a request still open.
+    pub fn open_tally(&self, req: RequestId) -> Option<&Tally> {
+        self.open.get(&req).map(|o| &o.tally)
+    }
+
     /// The statistics so far.
     pub fn summary(&self) -> Summary {
         let mut s = self.done.clone();

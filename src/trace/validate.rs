@@ -49,13 +49,26 @@ fn block_len(what: &str, n: usize) -> Result<()> {
     Ok(())
 }
 
+/// A probability, or a difference of two (a margin): 0 to 1, with float slack.
+fn unit(what: &str, x: f32) -> Result<()> {
+    ensure!(
+        x.is_finite() && (-0.001..=1.001).contains(&x),
+        "`{what}` is {x}: a probability or margin lies in 0 to 1"
+    );
+    Ok(())
+}
+
 fn views(what: &str, v: &[PosView], positions: usize) -> Result<()> {
     at_most(what, v.len(), positions)?;
     for p in v {
         at_most(&format!("{what}.top"), p.top.len(), MAX_LIST)?;
-        for x in [p.margin, p.confidence, p.entropy] {
-            finite(what, x as f64)?;
-        }
+        unit(&format!("{what}.margin"), p.margin)?;
+        unit(&format!("{what}.confidence"), p.confidence)?;
+        ensure!(
+            p.entropy.is_finite() && p.entropy >= -0.001,
+            "`{what}.entropy` is {}: an entropy is a non-negative number",
+            p.entropy
+        );
         for (_, prob) in &p.top {
             ensure!(
                 prob.is_finite() && (0.0..=1.001).contains(prob),
@@ -185,9 +198,34 @@ pub fn event(e: &DecodeEvent, lines: usize) -> Result<()> {
             risky,
             detail,
             round,
+            rows,
             ..
         } => {
             block_len("block", block.len())?;
+            for m in margins {
+                unit("margins", *m)?;
+            }
+            if let Some(r) = rows {
+                for (what, x) in [
+                    ("rows.kept.added_ms", r.kept.added_ms),
+                    ("rows.dropped.added_ms", r.dropped.added_ms),
+                    ("rows.share_ms", r.share_ms),
+                    ("rows.saving_ms", r.saving_ms),
+                ] {
+                    ms(what, x)?;
+                }
+                for (what, x) in [
+                    ("rows.kept.saves", r.kept.saves),
+                    ("rows.dropped.saves", r.dropped.saves),
+                ] {
+                    ensure!(
+                        x.is_finite() && (0.0..=8.0).contains(&x),
+                        "`{what}` is {x}: expected drafts saved, a sum of a few probabilities"
+                    );
+                }
+                at_most("rows.kept.rows", r.kept.rows, 8)?;
+                at_most("rows.dropped.rows", r.dropped.rows, 8)?;
+            }
             at_most("round", *round, lines)?;
             ensure!(
                 margins.len() < block.len(),
@@ -334,6 +372,11 @@ pub fn header(h: &TraceHeader) -> Result<()> {
 pub struct Order {
     /// The last event's `seq` and line.
     last: Option<(u64, usize)>,
+    /// Each request's statistics rebuilt from its events, against those its
+    /// `request_finished` states (event version 3 on: before, the engine counted an
+    /// answer's last round past its end).
+    rebuilt: super::summary::SummaryBuilder,
+    check_stats: bool,
     /// The line of `session_end`.
     end: Option<usize>,
     requests: HashMap<RequestId, Life>,
@@ -351,16 +394,39 @@ struct Life {
 }
 
 impl Order {
+    /// The order check of a file of this event version.
+    pub fn new(event_version: u32) -> Self {
+        Self {
+            check_stats: event_version >= 3,
+            ..Self::default()
+        }
+    }
+
+    /// A line whose event this reader does not know (skipped), for the `seq` count.
+    pub fn skip(&mut self, seq: u64, line: usize) -> Result<()> {
+        self.next_seq(seq, line)
+    }
+
+    /// `seq` runs 0, 1, 2 … without a gap: a line deleted, repeated or moved breaks it.
+    fn next_seq(&mut self, seq: u64, line: usize) -> Result<()> {
+        let want = self.last.map_or(0, |(s, _)| s.saturating_add(1));
+        match self.last {
+            Some((prev, at)) => ensure!(
+                seq == want,
+                "`seq` is {seq} after {prev} at line {at}: expected {want}; events are missing, out of order or repeated"
+            ),
+            None => ensure!(
+                seq == 0,
+                "`seq` of the first event is {seq}, not 0: events before it are missing"
+            ),
+        }
+        self.last = Some((seq, line));
+        Ok(())
+    }
+
     /// Checks the event read at `line` against those before it.
     pub fn push(&mut self, s: &Stamped, line: usize) -> Result<()> {
-        if let Some((seq, at)) = self.last {
-            ensure!(
-                s.seq > seq,
-                "`seq` is {} after {seq} at line {at}: the events are out of order or repeated",
-                s.seq
-            );
-        }
-        self.last = Some((s.seq, line));
+        self.next_seq(s.seq, line)?;
         if let Some(at) = self.end {
             bail!("an event after `session_end` (line {at}), which closes the recording");
         }
@@ -389,6 +455,7 @@ impl Order {
                     ..Life::default()
                 },
             );
+            self.rebuilt.push_decode(d);
             return Ok(());
         }
         let Some(life) = self.requests.get_mut(&req) else {
@@ -401,6 +468,12 @@ impl Order {
         if let Some((at, how)) = life.ended {
             bail!("request {req} {how} at line {at}");
         }
+        if let (true, DecodeEvent::RequestFinished { stats, .. }) = (self.check_stats, d) {
+            if let Some(rebuilt) = self.rebuilt.open_tally(req) {
+                stats_agree(&stats.tally, rebuilt, req)?;
+            }
+        }
+        self.rebuilt.push_decode(d);
         match d {
             DecodeEvent::RequestFinished { .. } => life.ended = Some((line, "already finished")),
             DecodeEvent::Error { .. } => life.ended = Some((line, "already failed")),
@@ -414,6 +487,38 @@ impl Order {
         }
         Ok(())
     }
+}
+
+/// A request's stated statistics against those its events add up to.
+fn stats_agree(stated: &Tally, events: &Tally, req: RequestId) -> Result<()> {
+    let pairs: [(&str, usize, usize); 7] = [
+        ("new_tokens", stated.new_tokens, events.new_tokens),
+        ("decode_tokens", stated.decode_tokens, events.decode_tokens),
+        ("rounds", stated.rounds, events.rounds),
+        (
+            "draft_forwards",
+            stated.draft_forwards,
+            events.draft_forwards,
+        ),
+        ("saved_drafts", stated.saved_drafts, events.saved_drafts),
+        (
+            "verify_forwards + fused_forwards",
+            stated.verify_forwards + stated.fused_forwards,
+            events.verify_forwards + events.fused_forwards,
+        ),
+        ("query_tokens", stated.query_tokens, events.query_tokens),
+    ];
+    for (what, a, b) in pairs {
+        ensure!(
+            a == b,
+            "request {req}'s `stats.tally.{what}` is {a}, but its events add up to {b}"
+        );
+    }
+    ensure!(
+        stated.accept_hist == events.accept_hist && stated.blocks == events.blocks,
+        "request {req}'s `stats.tally` histograms differ from what its events add up to"
+    );
+    Ok(())
 }
 
 /// A round `what` once, after the rounds before it.

@@ -24,6 +24,52 @@ pub struct Recorder {
     /// Requests that started before the recording did: their events, and the
     /// forwards while one is live, are left out, so the file holds whole requests.
     before: HashSet<RequestId>,
+    /// Stopping: only these requests (live when the stop was asked) are still
+    /// written; the recording is done when the last of them ends (`closed`).
+    until: Option<HashSet<RequestId>>,
+}
+
+/// How many other names a new recording tries before giving up.
+const FRESH_NAMES: usize = 1000;
+
+/// `dir/name-2.jsonl`, `-3`, … for `dir/name.jsonl`: the `n`-th other name of `path`.
+pub fn numbered(path: &Path, n: usize) -> PathBuf {
+    let stem = path
+        .file_stem()
+        .map_or_else(|| "recording".into(), |s| s.to_string_lossy().into_owned());
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}-{n}.{}", ext.to_string_lossy()),
+        None => format!("{stem}-{n}"),
+    };
+    path.with_file_name(name)
+}
+
+/// Takes the advisory exclusive lock of an open output, or says another process
+/// writes it (two writers would interleave their lines).
+fn lock(file: &File, path: &Path) -> Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::io::AsRawFd;
+        // SAFETY: flock on a descriptor this `File` owns and keeps open; it touches no
+        // memory of ours.
+        let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        anyhow::ensure!(
+            r == 0,
+            "{} is being written by another process (it holds the file's lock)",
+            path.display()
+        );
+    }
+    #[cfg(not(unix))]
+    let _ = (file, path);
+    Ok(())
+}
+
+fn parent_dir(path: &Path) -> Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create the directory {}", dir.display()))?;
+    }
+    Ok(())
 }
 
 /// Serialises one stamped line (no newline): `{"t":..,"seq":..,"kind":.., ...}`.
@@ -44,14 +90,54 @@ pub fn encode_line(t: f64, seq: u64, event: &TraceEvent) -> Result<String> {
 }
 
 impl Recorder {
-    /// Creates (or truncates) `path` and writes the header line.
+    /// Creates (or truncates) `path`, an output asked for by name (`trace record
+    /// --out`), and writes the header line. It holds the file's lock while it lives:
+    /// a second writer of the same file is refused before it truncates anything.
     pub fn create(path: &Path, header: &TraceHeader) -> Result<Self> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("cannot create the directory {}", dir.display()))?;
-        }
-        let mut file = File::create(path)
+        parent_dir(path)?;
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
             .with_context(|| format!("cannot create the recording {}", path.display()))?;
+        lock(&file, path)?;
+        file.set_len(0)
+            .with_context(|| format!("cannot truncate {}", path.display()))?;
+        Self::begin(file, path, header)
+    }
+
+    /// Creates a new recording at `path`, or, when a file is there, at the first free
+    /// `name-2.jsonl`, `name-3.jsonl`, …: a recording never replaces a file (F9,
+    /// `--record`). `path()` says where it went.
+    pub fn create_new(path: &Path, header: &TraceHeader) -> Result<Self> {
+        parent_dir(path)?;
+        let candidates =
+            std::iter::once(path.to_path_buf()).chain((2..FRESH_NAMES).map(|n| numbered(path, n)));
+        for p in candidates {
+            match std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&p)
+            {
+                Ok(file) => {
+                    lock(&file, &p)?;
+                    return Self::begin(file, &p, header);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => {
+                    return Err(e)
+                        .with_context(|| format!("cannot create the recording {}", p.display()))
+                }
+            }
+        }
+        anyhow::bail!(
+            "{} and {FRESH_NAMES} numbered names beside it exist: not recording over them",
+            path.display()
+        )
+    }
+
+    fn begin(mut file: File, path: &Path, header: &TraceHeader) -> Result<Self> {
         let line = serde_json::to_string(header).context("cannot serialise the header")?;
         writeln!(file, "{line}")
             .and_then(|_| file.flush())
@@ -64,7 +150,28 @@ impl Recorder {
             summary: SummaryBuilder::default(),
             finished: false,
             before: HashSet::new(),
+            until: None,
         })
+    }
+
+    /// Stops after the requests in `live` end (a stop asked mid-answer): their events
+    /// are still written, later requests' are not. With none live, it is closed now.
+    pub fn until(&mut self, live: impl IntoIterator<Item = RequestId>) {
+        let open: HashSet<RequestId> = live
+            .into_iter()
+            .filter(|r| !self.before.contains(r))
+            .collect();
+        self.until = Some(open);
+    }
+
+    /// A stop was asked and every request it waited for has ended.
+    pub fn closed(&self) -> bool {
+        self.until.as_ref().is_some_and(|u| u.is_empty())
+    }
+
+    /// Whether a stop is waiting for answers to end.
+    pub fn stopping(&self) -> bool {
+        self.until.as_ref().is_some_and(|u| !u.is_empty())
     }
 
     /// A recording started while `live` answer: their rest is not written (a request
@@ -81,6 +188,21 @@ impl Recorder {
         let TraceEvent::Decode(d) = event else {
             return true;
         };
+        if let Some(until) = &mut self.until {
+            return match d.request() {
+                Some(r) if until.contains(&r) => {
+                    if matches!(
+                        d,
+                        DecodeEvent::RequestFinished { .. } | DecodeEvent::Error { .. }
+                    ) {
+                        until.remove(&r);
+                    }
+                    true
+                }
+                Some(_) => false,
+                None => !until.is_empty(),
+            };
+        }
         match d.request() {
             Some(r) if self.before.contains(&r) => {
                 if matches!(
@@ -207,5 +329,145 @@ mod tests {
             parse_trace(&std::fs::read(&path).unwrap(), "x").unwrap_err()
         );
         assert!(e.contains("request 1 has no `request_started`"), "{e}");
+    }
+
+    fn demo_header() -> TraceHeader {
+        let demo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo.jsonl");
+        read_trace(&demo).unwrap().header
+    }
+
+    /// Every subset of taken names among `a.jsonl`, `a-2.jsonl` … `a-5.jsonl`: a new
+    /// recording goes to the first free one and no taken file changes.
+    #[test]
+    fn a_new_recording_never_replaces_a_file() {
+        let header = demo_header();
+        for taken in 0u32..(1 << 5) {
+            let dir = tempfile::tempdir().unwrap();
+            let asked = dir.path().join("a.jsonl");
+            let name = |k: u32| {
+                if k == 0 {
+                    asked.clone()
+                } else {
+                    numbered(&asked, k as usize + 1)
+                }
+            };
+            for k in 0..5 {
+                if taken & (1 << k) != 0 {
+                    std::fs::write(name(k), format!("file {k}")).unwrap();
+                }
+            }
+            let rec = Recorder::create_new(&asked, &header).unwrap();
+            let first_free = (0..6).find(|k| taken & (1 << k) == 0).unwrap();
+            assert_eq!(rec.path(), name(first_free), "taken {taken:05b}");
+            rec.finish().unwrap();
+            for k in 0..5 {
+                if taken & (1 << k) != 0 {
+                    assert_eq!(
+                        std::fs::read_to_string(name(k)).unwrap(),
+                        format!("file {k}")
+                    );
+                }
+            }
+        }
+        assert_eq!(
+            numbered(std::path::Path::new("/x/rec"), 3),
+            std::path::Path::new("/x/rec-3")
+        );
+    }
+
+    /// Two writers of one output: the second is refused before it truncates anything,
+    /// whichever way each was opened; once the first is done the name is free again.
+    #[cfg(unix)]
+    #[test]
+    fn two_writers_of_one_file_cannot_interleave() {
+        let header = demo_header();
+        type Open = fn(&Path, &TraceHeader) -> Result<Recorder>;
+        let ways: [(&str, Open); 2] = [
+            ("create", Recorder::create),
+            ("create_new", Recorder::create_new),
+        ];
+        for (first_name, first) in ways {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("out.jsonl");
+            let mut a = first(&path, &header).unwrap();
+            a.write(&TraceEvent::Decode(DecodeEvent::EngineState {
+                paused: true,
+            }))
+            .unwrap();
+            let before = std::fs::read(&path).unwrap();
+            let e = Recorder::create(&path, &header)
+                .err()
+                .map(|e| format!("{e:#}"));
+            assert!(
+                e.as_deref()
+                    .is_some_and(|e| e.contains("being written by another process")),
+                "{first_name} then create: {e:?}"
+            );
+            assert_eq!(std::fs::read(&path).unwrap(), before, "nothing truncated");
+            // A new recording of the same name goes beside it.
+            let b = Recorder::create_new(&path, &header).unwrap();
+            assert_ne!(b.path(), path.as_path());
+            a.finish().unwrap();
+            Recorder::create(&path, &header).unwrap().finish().unwrap();
+        }
+    }
+
+    /// A stop asked while requests answer: their events are still written, later
+    /// requests' are not, and the recording is closed when the last one ends; the file
+    /// holds whole requests and reads, for every request the stop can come during.
+    #[test]
+    fn a_stop_mid_answer_waits_for_the_answer_in_flight() {
+        let demo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo.jsonl");
+        let trace = read_trace(&demo).unwrap();
+        let events: Vec<&TraceEvent> = trace
+            .events
+            .iter()
+            .map(|e| &e.event)
+            .filter(|e| !matches!(e, TraceEvent::Session(SessionEvent::SessionEnd { .. })))
+            .collect();
+        let started: Vec<usize> = (0..events.len())
+            .filter(|&i| {
+                matches!(
+                    events[i],
+                    TraceEvent::Decode(DecodeEvent::RequestStarted { .. })
+                )
+            })
+            .collect();
+        assert!(started.len() >= 2);
+        let dir = tempfile::tempdir().unwrap();
+        for (n, &start) in started.iter().enumerate() {
+            // Stop a few events into request n + 1.
+            let stop_at = start + 5;
+            let path = dir.path().join(format!("stop-{n}.jsonl"));
+            let mut rec = Recorder::create(&path, &trace.header).unwrap();
+            let live = match events[start] {
+                TraceEvent::Decode(d) => d.request().unwrap(),
+                _ => unreachable!(),
+            };
+            let mut closed_at = None;
+            for (i, e) in events.iter().enumerate() {
+                if i == stop_at {
+                    rec.until([live]);
+                }
+                rec.write(e).unwrap();
+                if rec.closed() {
+                    closed_at = Some(i);
+                    break;
+                }
+            }
+            rec.finish().unwrap();
+            let t = parse_trace(&std::fs::read(&path).unwrap(), "stop.jsonl").unwrap();
+            let s = t.recorded_summary().unwrap();
+            assert_eq!(
+                (s.requests, s.finished),
+                (n + 1, n + 1),
+                "stop during request {live}"
+            );
+            let finished_at = events
+                .iter()
+                .position(|e| matches!(e, TraceEvent::Decode(DecodeEvent::RequestFinished { req, .. }) if *req == live))
+                .unwrap();
+            assert_eq!(closed_at, Some(finished_at));
+        }
     }
 }

@@ -68,13 +68,24 @@ impl LiveRun {
         }
         let t = at.saturating_duration_since(self.start).as_secs_f64();
         update(s, Msg::Event { t, event });
+        // A stop asked mid-answer completes when the answers it waited for end.
+        if self.recorder.as_ref().is_some_and(Recorder::closed) {
+            self.finish_recording(s);
+        }
     }
 
     fn start_recording(&mut self, s: &mut State, path: PathBuf) {
         let mut header = self.live.header.clone();
         header.set_options(&s.session.options);
-        match Recorder::create(&path, &header) {
+        // Never over an existing file: a taken name gets a number (`name-2.jsonl`).
+        match Recorder::create_new(&path, &header) {
             Ok(r) => {
+                let went = r.path().to_path_buf();
+                let renamed = if went == path {
+                    String::new()
+                } else {
+                    format!(" ({} exists)", path.display())
+                };
                 // Token texts seen before are written again so the file stands alone.
                 self.texts.reset();
                 // An answer in progress is left out: the file holds whole requests.
@@ -85,10 +96,10 @@ impl LiveRun {
                     " (from the next message: the answer in progress is not recorded)"
                 };
                 self.recorder = Some(r.after(live));
-                update(s, Msg::Recording(Some(path.display().to_string())));
+                update(s, Msg::Recording(Some(went.display().to_string())));
                 notice(
                     s,
-                    format!("recording to {}{from}", path.display()),
+                    format!("recording to {}{renamed}{from}", went.display()),
                     Level::Info,
                 );
             }
@@ -96,7 +107,31 @@ impl LiveRun {
         }
     }
 
+    /// F9 while recording: stops once the answers in flight end, so the file holds
+    /// them whole (as a start waits for the next message); at once when none is in
+    /// flight, or when a stop is already waiting (F9 twice cuts now).
     fn stop_recording(&mut self, s: &mut State) {
+        let live = s.session.live.clone();
+        match &mut self.recorder {
+            Some(r) if !live.is_empty() && !r.stopping() => {
+                r.until(live);
+                if r.closed() {
+                    self.finish_recording(s);
+                } else {
+                    notice(
+                        s,
+                        "recording stops when the answer in flight ends (the record key again: now)"
+                            .to_string(),
+                        Level::Info,
+                    );
+                }
+            }
+            _ => self.finish_recording(s),
+        }
+    }
+
+    /// Writes the recording's summary line and closes it.
+    fn finish_recording(&mut self, s: &mut State) {
         if let Some(r) = self.recorder.take() {
             let (text, level) = match r.finish() {
                 Ok(p) => (format!("recording saved to {}", p.display()), Level::Info),
@@ -314,7 +349,7 @@ pub async fn run_live<B: Backend>(
     for id in s.session.live.clone() {
         run.live.handle.send(EngineCommand::Cancel(id));
     }
-    run.stop_recording(s);
+    run.finish_recording(s);
     run.live.handle.shutdown();
     result
 }

@@ -1,0 +1,122 @@
+//! What a command writes: never one of the files it reads, and whole. A JSON output is
+//! written to a temporary file beside it and renamed into place, so a crash leaves the
+//! old file or the new one, and two runs writing one name leave one run's file, never
+//! their lines interleaved (a recording, written as it goes, takes a lock instead:
+//! `trace::writer`).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+
+/// `path` made absolute with its directory resolved (the file itself may not exist).
+fn resolved(path: &Path) -> Option<PathBuf> {
+    if let Ok(p) = path.canonicalize() {
+        return Some(p);
+    }
+    let name = path.file_name()?;
+    let dir = match path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Some(d) => d.canonicalize().ok()?,
+        None => std::env::current_dir().ok()?,
+    };
+    Some(dir.join(name))
+}
+
+/// Refuses an output (`flag` names it) that is one of the run's `inputs` (files, or
+/// directories whose files the run reads): writing it would replace what was read.
+pub fn refuse_inputs(out: &Path, flag: &str, inputs: &[PathBuf]) -> Result<()> {
+    let Some(target) = resolved(out) else {
+        return Ok(());
+    };
+    for input in inputs {
+        let Some(inp) = resolved(input) else {
+            continue;
+        };
+        let clash = if inp.is_dir() {
+            target.starts_with(&inp)
+        } else {
+            target == inp
+        };
+        if clash {
+            bail!(
+                "{flag} {}: that is {} this run reads ({}); choose another output",
+                out.display(),
+                if inp.is_dir() {
+                    "inside a directory"
+                } else {
+                    "a file"
+                },
+                input.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Writes `text` to `path` whole: a temporary file in the same directory, renamed
+/// over it.
+pub fn write_whole(path: &Path, text: &str) -> Result<()> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .with_context(|| format!("{} names no file", path.display()))?;
+    let tmp = dir.join(format!(
+        ".{}.{}.tmp",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| {
+        let _ = std::fs::remove_file(&tmp);
+        format!("cannot write {}", path.display())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every way of naming an input (the same path, through `..`, relative, a file of
+    /// an input directory) is refused; other names are not.
+    #[test]
+    fn an_output_that_is_an_input_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().canonicalize().unwrap();
+        std::fs::create_dir(d.join("model")).unwrap();
+        std::fs::write(d.join("model/config.json"), "{}").unwrap();
+        std::fs::write(d.join("prompts.jsonl"), "").unwrap();
+        let inputs = [d.join("prompts.jsonl"), d.join("model")];
+        let clashes = [
+            d.join("prompts.jsonl"),
+            d.join("model/../prompts.jsonl"),
+            d.join("model/config.json"),
+            d.join("model/new.json"),
+        ];
+        for out in &clashes {
+            let e = refuse_inputs(out, "--out", &inputs)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("--out") && e.contains("this run reads"), "{e}");
+        }
+        for out in [
+            d.join("out.json"),
+            d.join("model.json"),
+            d.join("nodir/x.json"),
+        ] {
+            refuse_inputs(&out, "--out", &inputs).unwrap();
+        }
+    }
+
+    #[test]
+    fn written_whole_and_nothing_left_beside_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("out.json");
+        write_whole(&p, "one").unwrap();
+        write_whole(&p, "two").unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "two");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        assert!(write_whole(&dir.path().join("no/such/dir.json"), "x").is_err());
+    }
+}
