@@ -28,10 +28,32 @@ pub fn settle_thread_count() {
 /// A text file read whole, refusing one larger than `max` bytes (a device like
 /// /dev/zero, or a file that is not what it claims): every file read this way is small.
 pub fn read_bounded(path: &std::path::Path, max: u64) -> anyhow::Result<String> {
+    let bytes = read_bytes_bounded(path, max)?;
+    String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("{} is not UTF-8 text", path.display()))
+}
+
+/// A file's bytes, refusing one that is not a regular file (a device, a pipe: they
+/// may never end) or is larger than `max` bytes.
+pub fn read_bytes_bounded(path: &std::path::Path, max: u64) -> anyhow::Result<Vec<u8>> {
     use std::io::Read;
     let file = std::fs::File::open(path)
         .map_err(anyhow::Error::from)
         .map_err(|e| e.context(format!("cannot read {}", path.display())))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+    #[cfg(unix)]
+    let readable = {
+        use std::os::unix::fs::FileTypeExt;
+        meta.is_file() || meta.file_type().is_fifo()
+    };
+    #[cfg(not(unix))]
+    let readable = meta.is_file();
+    anyhow::ensure!(
+        readable,
+        "{} is not a file (a device is not read: it may never end)",
+        path.display()
+    );
     let mut bytes = Vec::new();
     file.take(max + 1)
         .read_to_end(&mut bytes)
@@ -44,7 +66,7 @@ pub fn read_bounded(path: &std::path::Path, max: u64) -> anyhow::Result<String> 
             max / 1024
         );
     }
-    String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("{} is not UTF-8 text", path.display()))
+    Ok(bytes)
 }
 
 /// Where a measurement was made, for the files that carry figures' sources (bench and

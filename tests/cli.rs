@@ -657,3 +657,82 @@ fn a_full_disk_on_stdout_is_an_error_not_a_panic() {
         assert_clean_error(&o, "cannot write to standard output");
     }
 }
+
+/// Every counted flag, at 0, past its range and at 2^64 − 1: refused by the parser,
+/// naming the flag and its range, before anything is allocated.
+#[test]
+fn counted_flags_outside_their_range_are_refused() {
+    let flags: [(&[&str], &str, u64, u64); 14] = [
+        (&["inspect", "--prompt", "hi"], "--block", 1, 256),
+        (&["inspect", "--prompt", "hi"], "--top-k", 1, 1000),
+        (&["profile"], "--rows", 1, 256),
+        (&["profile"], "--tokens", 1, 4096),
+        (&["profile"], "--cache", 0, 1 << 20),
+        (&["profile"], "--repeats", 1, 1000),
+        (&["survival"], "--bins", 1, 64),
+        (&["survival"], "--max-new-tokens", 1, 1 << 20),
+        (&["eval"], "--max-new-tokens", 1, 1 << 20),
+        (&["eval"], "--blocks", 2, 256),
+        (&["bench"], "--concurrency", 1, 1024),
+        (&["bench"], "--max-new-tokens", 1, 1 << 20),
+        (&["run", "--prompt", "hi"], "--max-new-tokens", 1, 1 << 20),
+        (&["ui-bench"], "--width", 20, 1000),
+    ];
+    for (cmd, flag, lo, hi) in flags {
+        let mut bad = vec![hi + 1, u64::MAX];
+        if lo > 0 {
+            bad.push(lo - 1);
+        }
+        for v in bad {
+            let v = v.to_string();
+            let mut args = cmd.to_vec();
+            args.extend([flag, v.as_str()]);
+            let o = run(&args);
+            assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+            assert_clean_error(&o, flag);
+            let e = stderr(&o);
+            assert!(
+                e.contains("is not in") || e.contains("too large"),
+                "{args:?}: {e}"
+            );
+        }
+    }
+    // Within the parser's range but past the model's context window: refused by name.
+    let o = run(&[
+        "profile", "--cache", "1000000", "--rows", "1", "--tokens", "1",
+    ]);
+    assert_clean_error(&o, "context window");
+}
+
+/// Every file a command reads, pointed at an endless device (/dev/zero): a clean error
+/// at once, never a hang or a read of everything.
+#[cfg(unix)]
+#[test]
+fn endless_inputs_are_refused_not_read() {
+    let zero = "/dev/zero";
+    let cases: [&[&str]; 7] = [
+        &["trace", "summary", zero],
+        &["replay", zero],
+        &["plot", "--bench", zero],
+        &["plot", "--recording", zero],
+        &["plot", "--profile", zero],
+        &["run", "--prompt", "hi", "--cost-profile", zero],
+        &["bench", "--tables", zero, "--limit", "1"],
+    ];
+    for args in cases {
+        let start = std::time::Instant::now();
+        let o = run(args);
+        assert_clean_error(&o, "/dev/zero");
+        assert!(
+            start.elapsed().as_secs() < 20,
+            "{args:?} took {:?}",
+            start.elapsed()
+        );
+    }
+    // A prompt on an endless standard input.
+    let o = specscope(&["run", "--max-new-tokens", "1"])
+        .stdin(std::fs::File::open(zero).unwrap())
+        .output()
+        .unwrap();
+    assert_clean_error(&o, "longer than");
+}

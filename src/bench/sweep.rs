@@ -36,12 +36,17 @@ pub enum Config {
     RecguideBuckets,
     /// Overlap at each of the sweep's fixed block sizes (adaptive off).
     RecguideFixed,
-    /// Adaptive block size only (overlap off).
+    /// Adaptive block size only (overlap off), from the entropy and the previous
+    /// round's outcome.
     RecguideAdaptive,
+    /// Adaptive block size only, from the entropy alone (the ablation).
+    RecguideAdaptiveEntropy,
+    /// Adaptive block size only, one forward per block size (the reference's buckets).
+    RecguideAdaptiveBuckets,
 }
 
 impl Config {
-    pub const ALL: [Config; 8] = [
+    pub const ALL: [Config; 10] = [
         Config::Ar,
         Config::Linear,
         Config::Recguide,
@@ -50,6 +55,8 @@ impl Config {
         Config::RecguideBuckets,
         Config::RecguideFixed,
         Config::RecguideAdaptive,
+        Config::RecguideAdaptiveEntropy,
+        Config::RecguideAdaptiveBuckets,
     ];
 
     pub fn name(self) -> &'static str {
@@ -62,6 +69,8 @@ impl Config {
             Config::RecguideBuckets => "recguide-buckets",
             Config::RecguideFixed => "recguide-fixed",
             Config::RecguideAdaptive => "recguide-adaptive",
+            Config::RecguideAdaptiveEntropy => "recguide-adaptive-entropy",
+            Config::RecguideAdaptiveBuckets => "recguide-adaptive-buckets",
         }
     }
 }
@@ -176,6 +185,22 @@ pub fn configs(
                     ..paper.clone()
                 },
             )),
+            Config::RecguideAdaptiveEntropy => out.push(packed(
+                "recguide adaptive entropy".into(),
+                DecodeOptions {
+                    overlap: false,
+                    outcome_signal: false,
+                    ..paper.clone()
+                },
+            )),
+            Config::RecguideAdaptiveBuckets => out.push(BenchConfig {
+                name: "recguide adaptive buckets".into(),
+                options: DecodeOptions {
+                    overlap: false,
+                    ..paper.clone()
+                },
+                batching: Batching::ByBlock,
+            }),
             Config::RecguideFixed => {
                 for &b in blocks {
                     out.extend(per_table(

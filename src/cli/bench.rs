@@ -24,6 +24,8 @@ pub const CONFIGS: &[&str] = &[
     "recguide-buckets",
     "recguide-fixed",
     "recguide-adaptive",
+    "recguide-adaptive-entropy",
+    "recguide-adaptive-buckets",
 ];
 
 #[derive(Debug, Clone, Args)]
@@ -35,7 +37,9 @@ pub struct BenchArgs {
     /// Configurations: ar, linear (each --blocks), recguide (the paper preset),
     /// recguide-all-rows (every branch row at every load), recguide-throughput (the throughput preset), recguide-buckets (the reference's
     /// one forward per block size), recguide-fixed (overlap at each --blocks),
-    /// recguide-adaptive (adaptive block size, no overlap).
+    /// recguide-adaptive (adaptive block size, no overlap), recguide-adaptive-entropy
+    /// (the same from the verifier's entropy alone), recguide-adaptive-buckets (the
+    /// same with one forward per block size).
     #[arg(
         long,
         alias = "modes",
@@ -44,8 +48,8 @@ pub struct BenchArgs {
         default_value = "ar,linear,recguide"
     )]
     pub configs: Vec<Config>,
-    /// Block sizes for linear and recguide-fixed.
-    #[arg(long, value_delimiter = ',', default_value = "8,16,32")]
+    /// Block sizes for linear and recguide-fixed (2 to 256).
+    #[arg(long, value_delimiter = ',', default_value = "8,16,32", value_parser = super::count(2, 256))]
     pub blocks: Vec<usize>,
     /// Branch row tables for the RecGuide configurations (each runs once per table).
     #[arg(
@@ -58,10 +62,11 @@ pub struct BenchArgs {
     /// Margin below which a draft position is risky.
     #[arg(long, default_value_t = DEFAULT_RISK_THRESHOLD, allow_negative_numbers = true)]
     pub risk_threshold: f32,
-    /// Requests in flight.
-    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
+    /// Requests in flight (1 to 1024; the paper's loads are 1,2,4,8,16,32,64,128).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8", value_parser = super::count(1, 1024))]
     pub concurrency: Vec<usize>,
-    #[arg(long, default_value_t = 128)]
+    /// Tokens to decode per prompt.
+    #[arg(long, default_value_t = 128, value_parser = super::count(1, super::MAX_NEW_TOKENS))]
     pub max_new_tokens: usize,
     /// Timed runs of every configuration, interleaved (configurations in turn, the
     /// order reversed on every other pass) so the machine's drift hits all alike;

@@ -34,6 +34,7 @@ pub const ROW_TABLES: &[&str] = &[
     "conditional-rank",
     "no-p3",
     "p1-conditional-new",
+    "corrections",
 ];
 pub const PRESETS: &[&str] = &["paper", "throughput"];
 
@@ -78,10 +79,11 @@ pub struct DecodeArgs {
     /// Sampling temperature (0 = greedy, lossless).
     #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
     pub temperature: f32,
+    /// Seed of the sampler (with --temperature above 0).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Stop after this many new tokens.
-    #[arg(long, default_value_t = DEFAULT_MAX_NEW_TOKENS)]
+    #[arg(long, default_value_t = DEFAULT_MAX_NEW_TOKENS, value_parser = super::count(1, super::MAX_NEW_TOKENS))]
     pub max_new_tokens: usize,
     #[command(flatten)]
     pub cost: CostArgs,

@@ -15,10 +15,11 @@ pub struct EvalArgs {
     pub model: ModelArgs,
     #[command(flatten)]
     pub prompts: super::PromptFileArgs,
-    /// LinearSS block sizes to measure.
-    #[arg(long, value_delimiter = ',', default_value = "8,32")]
+    /// LinearSS block sizes to measure (2 to 256).
+    #[arg(long, value_delimiter = ',', default_value = "8,32", value_parser = super::count(2, 256))]
     pub blocks: Vec<usize>,
-    #[arg(long, default_value_t = 256)]
+    /// Tokens to decode per prompt.
+    #[arg(long, default_value_t = 256, value_parser = super::count(1, super::MAX_NEW_TOKENS))]
     pub max_new_tokens: usize,
     /// Margin below which a draft position is risky (the low-margin figure uses it).
     #[arg(long, default_value_t = specscope::engine::options::DEFAULT_RISK_THRESHOLD, allow_negative_numbers = true)]

@@ -15,11 +15,12 @@ pub struct InspectArgs {
     pub model: ModelArgs,
     #[command(flatten)]
     pub prompt: PromptArgs,
-    /// How many candidates to list per position.
-    #[arg(long, default_value_t = 10)]
+    /// How many candidates to list per position (1 to 1000: a list a person reads).
+    #[arg(long, default_value_t = 10, value_parser = super::count(1, 1000))]
     pub top_k: usize,
-    /// Length of the all-mask block drafted after the prompt.
-    #[arg(long, default_value_t = 8)]
+    /// Length of the all-mask block drafted after the prompt (1 to 256, the largest
+    /// block decoding uses).
+    #[arg(long, default_value_t = 8, value_parser = super::count(1, 256))]
     pub block: usize,
 }
 

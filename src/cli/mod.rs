@@ -35,7 +35,17 @@ pub mod uibench;
 
 use std::io::{IsTerminal, Read};
 
-use anyhow::{bail, Context, Result};
+/// A parser for a count flag in `lo..=hi`: clap names the range when a value is
+/// outside it (the help text says why the range is what it is).
+pub fn count(lo: u64, hi: u64) -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::<usize>::new().range(lo..=hi)
+}
+
+/// Most tokens one request may be asked to decode (a context window of any model
+/// there is).
+pub const MAX_NEW_TOKENS: u64 = 1 << 20;
+
+use anyhow::{bail, ensure, Context, Result};
 use candle_core::Device;
 use clap::Args;
 
@@ -240,14 +250,22 @@ impl PromptArgs {
         if let Some(p) = &self.prompt {
             return Ok(p.clone());
         }
-        let mut stdin = std::io::stdin();
+        let stdin = std::io::stdin();
         if stdin.is_terminal() {
             bail!("no prompt: pass --prompt TEXT or pipe the prompt on standard input");
         }
         let mut s = String::new();
+        // Bounded: `< /dev/zero` or an endless pipe is not a prompt.
+        let max = 16 << 20;
         stdin
+            .take(max + 1)
             .read_to_string(&mut s)
-            .context("cannot read the prompt from standard input")?;
+            .context("cannot read the prompt from standard input (is it UTF-8 text?)")?;
+        ensure!(
+            (s.len() as u64) <= max,
+            "the prompt on standard input is longer than {} MiB",
+            max >> 20
+        );
         if s.trim().is_empty() {
             bail!("no prompt: standard input was empty; pass --prompt TEXT or pipe the prompt");
         }

@@ -19,17 +19,19 @@ pub struct ProfileArgs {
     /// Profile a random ~4.5M-parameter model instead of the bundled or given one.
     #[arg(long)]
     pub synthetic: bool,
-    /// Rows per forward (comma-separated).
-    #[arg(long, value_delimiter = ',', default_value = "1,4")]
+    /// Rows per forward (comma-separated; 1 to 256, more requests than decoding runs
+    /// at once).
+    #[arg(long, value_delimiter = ',', default_value = "1,4", value_parser = super::count(1, 256))]
     pub rows: Vec<usize>,
-    /// Query tokens per row (comma-separated).
-    #[arg(long, value_delimiter = ',', default_value = "1,8,16,32")]
+    /// Query tokens per row (comma-separated; 1 to 4096, a prefill-sized row).
+    #[arg(long, value_delimiter = ',', default_value = "1,8,16,32", value_parser = super::count(1, 4096))]
     pub tokens: Vec<usize>,
-    /// Committed cache length before each row (comma-separated).
-    #[arg(long, value_delimiter = ',', default_value = "256,1024")]
+    /// Committed cache length before each row (comma-separated; with the tokens, within
+    /// the model's context window).
+    #[arg(long, value_delimiter = ',', default_value = "256,1024", value_parser = super::count(0, 1 << 20))]
     pub cache: Vec<usize>,
-    /// Timed repetitions per point (the median is reported).
-    #[arg(long, default_value_t = 7)]
+    /// Timed repetitions per point, the median reported (1 to 1000).
+    #[arg(long, default_value_t = 7, value_parser = super::count(1, 1000))]
     pub repeats: usize,
     /// Also write the table as JSON to this file.
     #[arg(long)]
@@ -107,6 +109,13 @@ pub fn run(args: ProfileArgs) -> Result<()> {
         "KB to host"
     );
     let max_rows = args.rows.iter().copied().max().unwrap_or(1);
+    let longest = args.cache.iter().max().copied().unwrap_or(0)
+        + args.tokens.iter().max().copied().unwrap_or(0);
+    ensure!(
+        longest <= cfg.max_position_embeddings,
+        "--cache and --tokens reach {longest} positions: the model's context window is {}",
+        cfg.max_position_embeddings
+    );
     let mask = cfg.mask_token_id();
     // Caches per committed length; every forward below is read-only on them.
     let mut caches = Vec::with_capacity(args.cache.len());

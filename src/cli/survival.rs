@@ -16,17 +16,18 @@ pub struct SurvivalArgs {
     pub model: ModelArgs,
     #[command(flatten)]
     pub prompts: super::PromptFileArgs,
-    #[arg(long, default_value_t = 256)]
+    /// Tokens to decode per prompt while collecting rounds.
+    #[arg(long, default_value_t = 256, value_parser = super::count(1, super::MAX_NEW_TOKENS))]
     pub max_new_tokens: usize,
-    /// Signal bins.
-    #[arg(long, default_value_t = 8)]
+    /// Signal bins (1 to 64: each bin needs rounds of its own).
+    #[arg(long, default_value_t = 8, value_parser = super::count(1, 64))]
     pub bins: usize,
     /// Rounds a (previous B, full) stratum needs before it gets its own curves.
     #[arg(long, default_value_t = 60)]
     pub min_stratum: usize,
     /// Block sizes to tabulate; 1 adds AR steps to the rounds that advance (B = 1 needs
     /// no table, but the rounds after one get their own stratum).
-    #[arg(long, value_delimiter = ',', default_value = "1,4,8,16,32")]
+    #[arg(long, value_delimiter = ',', default_value = "1,4,8,16,32", value_parser = super::count(1, 256))]
     pub blocks: Vec<usize>,
     /// Where to write the tables.
     #[arg(long, default_value = "assets/survival_tables.json")]

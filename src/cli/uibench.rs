@@ -39,10 +39,11 @@ pub struct UiBenchArgs {
     pub prompts: PromptFileArgs,
     #[command(flatten)]
     pub decode: DecodeArgs,
-    /// Terminal size for the frame measurements.
-    #[arg(long, default_value_t = 200)]
+    /// Terminal width for the frame measurements (20 to 1000 columns: a screen).
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u16).range(20..=1000))]
     pub width: u16,
-    #[arg(long, default_value_t = 60)]
+    /// Terminal height (10 to 500 lines).
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u16).range(10..=500))]
     pub height: u16,
     /// Passes over the prompts (each request runs headless, then with the screen).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..))]

@@ -58,6 +58,7 @@ impl Preset {
             cost_aware: true,
             risk_threshold: DEFAULT_RISK_THRESHOLD,
             row_table: RowTable::default(),
+            outcome_signal: true,
             sampling: Sampling::default(),
             max_new_tokens: DEFAULT_MAX_NEW_TOKENS,
         };
@@ -85,8 +86,17 @@ pub struct DecodeOptions {
     /// A draft position is risky when its margin p1 − p2 is below this.
     pub risk_threshold: f32,
     pub row_table: RowTable,
+    /// RecGuide's adaptive block size reads the previous round's outcome (its block
+    /// size, and whether it was accepted whole) beside the verifier's entropy; off:
+    /// the entropy alone (the ablation).
+    #[serde(default = "outcome_on")]
+    pub outcome_signal: bool,
     pub sampling: Sampling,
     pub max_new_tokens: usize,
+}
+
+fn outcome_on() -> bool {
+    true
 }
 
 impl Default for DecodeOptions {
@@ -178,6 +188,7 @@ impl DecodeOptions {
                 && o.overlap == self.overlap
                 && o.cost_aware == self.cost_aware
                 && o.row_table == self.row_table
+                && o.outcome_signal == self.outcome_signal
                 && o.risk_threshold == self.risk_threshold
         })
     }
@@ -190,6 +201,9 @@ impl DecodeOptions {
             Mode::Linear => format!("LinearSS {}", self.block_policy()),
             Mode::Recguide => {
                 let mut s = format!("RecGuide {}", self.blocks);
+                if !self.outcome_signal && matches!(self.blocks, Blocks::Adaptive(_)) {
+                    s.push_str(" (entropy only)");
+                }
                 if self.overlap {
                     s.push_str(" +overlap");
                     if !self.cost_aware {

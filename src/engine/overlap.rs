@@ -24,6 +24,8 @@ pub enum RowTable {
     NoP3,
     /// P1 only, continuation while there are at most two crossings.
     P1ConditionalNew,
+    /// P1 and P2, never the continuation (the row ablation: correction rows alone).
+    Corrections,
 }
 
 /// One correction to build: the `risky`-list index of its position and which
@@ -43,6 +45,7 @@ impl RowTable {
     fn plan(self, crossings: usize) -> (Vec<Pick>, bool) {
         let first = |n: usize| (0..n.min(crossings)).map(|i| (i, 0)).collect();
         match (self, crossings) {
+            (RowTable::Corrections, _) => (first(2), false),
             (_, 0) => (Vec::new(), true),
             (_, 1) => (first(1), true),
             (RowTable::P1ConditionalNew, 2) => (first(1), true),
@@ -257,6 +260,27 @@ mod tests {
         ];
         let risky = risky_positions(&draft, 0.5);
         (block, draft, risky)
+    }
+
+    /// The corrections-only table (the row ablation) never builds the continuation.
+    #[test]
+    fn the_corrections_table_builds_no_continuation() {
+        let (block, draft, risky) = setup();
+        let br = plan_branches(
+            &block,
+            &draft,
+            &risky,
+            RowTable::Corrections,
+            MASK,
+            &[MASK, 7],
+            room(),
+        );
+        let kinds: Vec<String> = br.iter().map(|b| b.kind.label()).collect();
+        assert_eq!(kinds, ["P1", "P2"]);
+        for n in 0..5 {
+            assert!(!RowTable::Corrections.plan(n).1, "{n} crossings");
+        }
+        assert_eq!(RowTable::Corrections.name(), "corrections");
     }
 
     #[test]

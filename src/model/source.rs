@@ -291,7 +291,7 @@ impl HubFetcher {
             .join(format!("models--{}", self.id.replace('/', "--")))
             .join("refs")
             .join(&self.revision);
-        std::fs::read_to_string(refs)
+        crate::read_bounded(&refs, 4096)
             .ok()
             .map(|s| s.trim().to_string())
     }

@@ -51,7 +51,10 @@ impl TextTokenizer {
     /// `tokenizer_config.json`. `bos_id` comes from config.json when the tokenizer
     /// config does not name a BOS token.
     pub fn load(files: &ModelFiles, bos_id: Option<u32>) -> Result<Self> {
-        let inner = tokenizers::Tokenizer::from_file(&files.tokenizer)
+        // Bounded: the largest real tokenizer.json is a few tens of MiB.
+        let text = crate::read_bounded(&files.tokenizer, 256 << 20)
+            .with_context(|| format!("cannot read tokenizer {}", files.tokenizer.display()))?;
+        let inner = tokenizers::Tokenizer::from_bytes(text.as_bytes())
             .map_err(|e| anyhow!("{e}"))
             .with_context(|| format!("cannot read tokenizer {}", files.tokenizer.display()))?;
         let tcfg: Option<serde_json::Value> = match &files.tokenizer_config {

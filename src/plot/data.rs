@@ -265,7 +265,8 @@ pub struct ConcurrencySeries {
 }
 
 /// Figure 4: tokens/s and TPF against concurrency, one series per configuration, plus
-/// "best LinearSS" (the best fixed block at each C).
+/// "best LinearSS" (the best fixed block at each C, by each panel's own measure: the
+/// modeled panel's best is the best modeled, not the best on this machine).
 pub fn throughput(results: &[BenchResult]) -> Vec<ConcurrencySeries> {
     let mut by: BTreeMap<String, Vec<(usize, f64, f64, f64)>> = BTreeMap::new();
     let mut best: BTreeMap<usize, (f64, f64, f64)> = BTreeMap::new();
@@ -279,9 +280,11 @@ pub fn throughput(results: &[BenchResult]) -> Vec<ConcurrencySeries> {
         by.entry(r.config.clone()).or_default().push(p);
         if r.config.starts_with("linear") {
             let e = best.entry(r.concurrency).or_insert((0.0, 0.0, 0.0));
-            if r.tokens_per_sec > e.0 {
-                *e = (r.tokens_per_sec, r.tpf, r.modeled_tokens_per_sec);
-            }
+            *e = (
+                e.0.max(r.tokens_per_sec),
+                e.1.max(r.tpf),
+                e.2.max(r.modeled_tokens_per_sec),
+            );
         }
     }
     let mut out: Vec<ConcurrencySeries> = by
@@ -301,6 +304,43 @@ pub fn throughput(results: &[BenchResult]) -> Vec<ConcurrencySeries> {
         });
     }
     out
+}
+
+/// RecGuide's modeled tokens/s over each fixed LinearSS block's, per concurrency: one
+/// series per block size, `(C, ratio)`. Empty without a RecGuide configuration (the
+/// paper preset, `recguide`, else the first RecGuide one) or modeled times.
+pub fn speedup(results: &[BenchResult]) -> Vec<(String, Vec<(usize, f64)>)> {
+    let Some(rg) = results
+        .iter()
+        .find(|r| r.config == "recguide")
+        .or_else(|| results.iter().find(|r| r.config.starts_with("recguide")))
+        .map(|r| r.config.clone())
+    else {
+        return Vec::new();
+    };
+    let mut by: BTreeMap<usize, Vec<(usize, f64)>> = BTreeMap::new();
+    for lin in results.iter().filter(|r| r.config.starts_with("linear")) {
+        let (Some(b), Some(r)) = (
+            block_of(&lin.config),
+            results
+                .iter()
+                .find(|r| r.config == rg && r.concurrency == lin.concurrency),
+        ) else {
+            continue;
+        };
+        if lin.modeled_tokens_per_sec > 0.0 && r.modeled_tokens_per_sec > 0.0 {
+            by.entry(b).or_default().push((
+                lin.concurrency,
+                r.modeled_tokens_per_sec / lin.modeled_tokens_per_sec,
+            ));
+        }
+    }
+    by.into_iter()
+        .map(|(b, mut pts)| {
+            pts.sort_by_key(|p| p.0);
+            (format!("{rg} ÷ LinearSS B={b}"), pts)
+        })
+        .collect()
 }
 
 /// Figure 5: the share of rounds at each block size, per concurrency.
@@ -469,5 +509,37 @@ mod tests {
         assert!((h.share_failing_within(8) - 0.5).abs() < 1e-12);
         assert_eq!(block_of("linear B=32"), Some(32));
         assert_eq!(block_of("recguide adaptive"), None);
+    }
+
+    fn modeled(config: &str, c: usize, tps: f64, modeled: f64) -> BenchResult {
+        BenchResult {
+            tokens_per_sec: tps,
+            modeled_tokens_per_sec: modeled,
+            ..BenchResult::empty(config, c, 1)
+        }
+    }
+
+    #[test]
+    fn speedup_per_fixed_block_and_the_best_by_each_measure() {
+        let results = [
+            modeled("linear B=8", 1, 100.0, 10.0),
+            modeled("linear B=32", 1, 50.0, 20.0),
+            modeled("recguide", 1, 40.0, 22.0),
+            modeled("linear B=8", 4, 100.0, 40.0),
+            modeled("recguide", 4, 40.0, 30.0),
+        ];
+        let up = speedup(&results);
+        assert_eq!(up.len(), 2);
+        assert_eq!(up[0].0, "recguide ÷ LinearSS B=8");
+        assert_eq!(up[0].1, vec![(1, 2.2), (4, 0.75)]);
+        assert_eq!(up[1].1, vec![(1, 1.1)]);
+        // "best LinearSS" on the modeled panel is the best modeled (B = 32 at C = 1),
+        // though B = 8 measured faster here.
+        let best = throughput(&results)
+            .into_iter()
+            .find(|s| s.config == "best LinearSS")
+            .unwrap();
+        assert_eq!(best.points[0], (1, 100.0, 0.0, 20.0));
+        assert!(speedup(&results[..2]).is_empty());
     }
 }

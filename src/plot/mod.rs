@@ -262,6 +262,11 @@ pub fn figures(inputs: &Inputs, pal: &Palette) -> Result<Vec<Figure>> {
         // 4. Throughput and TPF against concurrency.
         let s = data::throughput(&b.results);
         push("throughput", draw::throughput(&s, &b.source.caption(), pal))?;
+        // 4b. RecGuide's modeled speed-up over each fixed block size.
+        let up = data::speedup(&b.results);
+        if !up.is_empty() {
+            push("speedup", draw::speedup(&up, &b.source.caption(), pal))?;
+        }
         // 5. Block sizes against concurrency.
         if let Some(shares) = data::block_shares(&b.results) {
             push(

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, bail, ensure, Context, Result};
 use serde_json::Value;
 
 use super::{SessionEvent, Stamped, TraceEvent, TraceHeader, FORMAT, SESSION_KINDS, TRACE_VERSION};
@@ -30,12 +30,18 @@ impl Trace {
 
 /// Reads `path`.
 pub fn read_trace(path: &Path) -> Result<Trace> {
-    let bytes = std::fs::read(path)
+    let bytes = crate::read_bytes_bounded(path, MAX_RECORDING)
         .with_context(|| format!("cannot read the recording {}", path.display()))?;
     parse_trace(&bytes, &path.display().to_string())
 }
 
 /// Parses recording bytes; `name` is used in messages.
+/// Largest recording read (a day of a busy session is a few hundred MiB).
+pub const MAX_RECORDING: u64 = 2 << 30;
+/// Longest line of a recording: an event with a whole answer's text and top-k lists is
+/// far shorter; a longer line is refused before it is parsed.
+pub const MAX_LINE: usize = 4 << 20;
+
 pub fn parse_trace(bytes: &[u8], name: &str) -> Result<Trace> {
     let ends_with_newline = bytes.last() == Some(&b'\n');
     let lines: Vec<&[u8]> = bytes.split(|b| *b == b'\n').collect();
@@ -55,6 +61,12 @@ pub fn parse_trace(bytes: &[u8], name: &str) -> Result<Trace> {
     let mut order = super::validate::Order::new(header.event_version);
     for (i, raw) in lines.iter().enumerate().take(n_lines).skip(1) {
         let lineno = i + 1;
+        ensure!(
+            raw.len() <= MAX_LINE,
+            "{name}:{lineno}: a line of {} MiB; no event is longer than {} MiB",
+            raw.len() >> 20,
+            MAX_LINE >> 20
+        );
         let is_cut = i == n_lines - 1 && !ends_with_newline;
         let text = match std::str::from_utf8(raw) {
             Ok(t) => t,

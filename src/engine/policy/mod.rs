@@ -86,7 +86,17 @@ pub struct BlockPolicy {
     round_forward_ms: f64,
     /// What branch rows hit, learned from the run's rounds.
     hits: HitRates,
+    /// What verification said of the tables' values: per block size, previous round's
+    /// stratum and signal bin, Σ tokens predicted and Σ tokens advanced.
+    calib: BTreeMap<CalibKey, (f64, f64)>,
 }
+
+/// A cell of the survival tables: block size, stratum, signal bin.
+type CalibKey = (usize, Option<String>, Option<usize>);
+
+/// Tokens of evidence a cell's calibration starts with at its block size's ratio: a
+/// few rounds' worth, so one lucky round does not move it.
+const CALIB_PRIOR: f64 = 40.0;
 
 impl BlockPolicy {
     pub fn new(tables: SurvivalTables, cost: CostModel) -> Self {
@@ -100,13 +110,56 @@ impl BlockPolicy {
             round_regime: None,
             round_forward_ms: 0.0,
             hits: HitRates::default(),
+            calib: BTreeMap::new(),
         }
     }
 
-    /// V_B(s) for a member.
+    fn calib_key(&self, b: usize, h: &History) -> CalibKey {
+        (b, h.stratum(), self.tables.bin(h.signal()))
+    }
+
+    /// What the tables' V_B of a request with history `h` is scaled by: the tokens
+    /// rounds of that cell advanced over those the tables predicted, shrunk toward the
+    /// block size's ratio over every cell, itself shrunk toward 1. The tables are
+    /// estimated from a few rounds per cell; the cells a run picks most are the ones
+    /// they overrate most, and verification says by how much.
+    pub fn calibration(&self, b: usize, h: &History) -> f64 {
+        if b < 2 {
+            return 1.0;
+        }
+        let (mut pred, mut real) = (0.0, 0.0);
+        for ((bb, _, _), (p, r)) in &self.calib {
+            if *bb == b {
+                pred += p;
+                real += r;
+            }
+        }
+        let overall = (real + CALIB_PRIOR) / (pred + CALIB_PRIOR);
+        let (p, r) = self
+            .calib
+            .get(&self.calib_key(b, h))
+            .copied()
+            .unwrap_or((0.0, 0.0));
+        (r + CALIB_PRIOR * overall) / (p + CALIB_PRIOR)
+    }
+
+    /// A judged round of a fresh draft of `b` (not cut by the answer's end) by a
+    /// request whose history before it was `h`: it advanced `advance` tokens.
+    pub fn observe_advance(&mut self, b: usize, h: &History, advance: usize) {
+        if b < 2 || !self.tables.covers(b) {
+            return;
+        }
+        let predicted = self.tables.value(b, h.signal(), h.stratum().as_deref());
+        let c = self.calib.entry(self.calib_key(b, h)).or_default();
+        c.0 += predicted;
+        c.1 += advance as f64;
+    }
+
+    /// V_B(s) for a member, calibrated by what verification said this run.
     fn value(&self, m: &Member, b: usize) -> f64 {
         self.tables
             .value(b, m.history.signal(), m.history.stratum().as_deref())
+            * self.calibration(b, m.history)
     }
 
     pub fn set_tables(&mut self, tables: SurvivalTables) {
@@ -310,7 +363,10 @@ impl BlockPolicy {
             blocks,
             concurrency,
             m.ctx,
-            &|b| self.rows_ms(m, b, concurrency),
+            &Learned {
+                rows_ms: &|b| self.rows_ms(m, b, concurrency),
+                calibration: &|b| self.calibration(b, m.history),
+            },
         )
     }
 
@@ -417,8 +473,23 @@ impl BlockPolicy {
     }
 }
 
-/// The ratio rule (see [`BlockPolicy::ratio_rule`]); `rows_ms` is what a request's
-/// branch rows are expected to add to a round of each block size.
+/// What a run has learned that the ratio rule weighs, per block size.
+pub struct Learned<'a> {
+    /// What a request's branch rows are expected to add to a round (ms).
+    pub rows_ms: &'a dyn Fn(usize) -> f64,
+    /// What its tables' values are scaled by (`BlockPolicy::calibration`).
+    pub calibration: &'a dyn Fn(usize) -> f64,
+}
+
+impl Learned<'_> {
+    /// Nothing learned: the tables and the profile as they are.
+    pub const NONE: Learned<'static> = Learned {
+        rows_ms: &|_| 0.0,
+        calibration: &|_| 1.0,
+    };
+}
+
+/// The ratio rule (see [`BlockPolicy::ratio_rule`]).
 pub fn ratio_rule(
     history: &History,
     tables: &SurvivalTables,
@@ -426,7 +497,7 @@ pub fn ratio_rule(
     blocks: &[usize],
     concurrency: usize,
     ctx: usize,
-    rows_ms: &dyn Fn(usize) -> f64,
+    learned: &Learned,
 ) -> (usize, BlockDecision) {
     let (rule, cap) = if history.is_empty() {
         (Rule::ColdStart, cold_start(concurrency))
@@ -440,9 +511,10 @@ pub fn ratio_rule(
         .filter(|&&b| b <= cap && tables.covers(b))
         .map(|&b| BlockCandidate {
             block: b,
-            value: tables.value(b, signal, stratum.as_deref()),
-            cost_ms: (cost.round_ms(concurrency, b, ctx) + concurrency.max(1) as f64 * rows_ms(b))
-                .max(1e-9),
+            value: tables.value(b, signal, stratum.as_deref()) * (learned.calibration)(b),
+            cost_ms: (cost.round_ms(concurrency, b, ctx)
+                + concurrency.max(1) as f64 * (learned.rows_ms)(b))
+            .max(1e-9),
         })
         .collect();
     let best = candidates.iter().reduce(|best, c| {

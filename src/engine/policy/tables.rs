@@ -29,9 +29,17 @@ pub struct RoundRecord {
 #[derive(Debug, Clone, Default)]
 pub struct History {
     rounds: VecDeque<RoundRecord>,
+    /// The previous round's outcome is not read (no stratum): the entropy alone.
+    entropy_only: bool,
 }
 
 impl History {
+    /// Whether the previous round's outcome is read beside the entropy
+    /// (`DecodeOptions::outcome_signal`).
+    pub fn read_outcome(&mut self, on: bool) {
+        self.entropy_only = !on;
+    }
+
     pub fn push(&mut self, r: RoundRecord) {
         self.rounds.push_back(r);
         if self.rounds.len() > 2 {
@@ -53,6 +61,9 @@ impl History {
 
     /// Stratum of the previous round: `b{B}_{full|partial}`.
     pub fn stratum(&self) -> Option<String> {
+        if self.entropy_only {
+            return None;
+        }
         self.rounds.back().map(|r| stratum(r.block, r.full))
     }
 }
@@ -144,7 +155,8 @@ impl SurvivalTables {
         }
     }
 
-    fn bin(&self, s: Option<f32>) -> Option<usize> {
+    /// The signal's bin (`None`: no signal yet).
+    pub fn bin(&self, s: Option<f32>) -> Option<usize> {
         let s = s?;
         Some(
             self.edges

@@ -208,16 +208,16 @@ fn ratio_rule_weighs_value_against_cost() {
     };
     let rb = &REFERENCE_BLOCKS;
     for (c, want) in [(1, 32), (4, 32), (16, 16), (64, 8)] {
-        let (b, why) = ratio_rule(&h, &t, &flat, rb, c, 0, &|_| 0.0);
+        let (b, why) = ratio_rule(&h, &t, &flat, rb, c, 0, &Learned::NONE);
         assert_eq!((b, why.rule), (want, Rule::ColdStart), "C = {c}");
     }
     let steep = CostModel {
         per_token_ms: 1.0,
         ..cost.clone()
     };
-    assert_eq!(ratio_rule(&h, &t, &steep, rb, 1, 0, &|_| 0.0).0, 8);
+    assert_eq!(ratio_rule(&h, &t, &steep, rb, 1, 0, &Learned::NONE).0, 8);
     assert_eq!(
-        ratio_rule(&h, &t, &steep, rb, 16, 0, &|_| 0.0)
+        ratio_rule(&h, &t, &steep, rb, 16, 0, &Learned::NONE)
             .1
             .candidates
             .len(),
@@ -230,12 +230,12 @@ fn ratio_rule_weighs_value_against_cost() {
         verify_entropy: 0.5,
     });
     // V: 5.78 / 8.53 / 11.36; T ∝ 1 + 0.1·B: 1.8, 2.6, 4.2 -> ratios 3.21, 3.28, 2.70.
-    let (b, why) = ratio_rule(&h, &t, &cost, rb, 1, 0, &|_| 0.0);
+    let (b, why) = ratio_rule(&h, &t, &cost, rb, 1, 0, &Learned::NONE);
     assert_eq!((b, why.rule), (16, Rule::Ratio));
     assert_eq!(why.candidates.len(), 3);
     // The order of the action space does not matter.
     assert_eq!(
-        ratio_rule(&h, &t, &cost, &[32, 16, 8], 1, 0, &|_| 0.0).0,
+        ratio_rule(&h, &t, &cost, &[32, 16, 8], 1, 0, &Learned::NONE).0,
         16
     );
     // Make B = 32 worth much more: it wins.
@@ -243,7 +243,7 @@ fn ratio_rule_weighs_value_against_cost() {
         .get_mut("all")
         .unwrap()
         .insert(32, vec![vec![1.0; 32]]);
-    assert_eq!(ratio_rule(&h, &t, &cost, rb, 1, 0, &|_| 0.0).0, 32);
+    assert_eq!(ratio_rule(&h, &t, &cost, rb, 1, 0, &Learned::NONE).0, 32);
 }
 
 #[test]
@@ -275,7 +275,7 @@ fn small_blocks_and_ar_steps_win_only_where_tokens_are_expensive() {
         per_round_ms: 0.0,
         source: "test".into(),
     };
-    assert_eq!(ratio_rule(&h, &t, &flat, &all, 1, 0, &|_| 0.0).0, 32);
+    assert_eq!(ratio_rule(&h, &t, &flat, &all, 1, 0, &Learned::NONE).0, 32);
     // Per-token costs: at C = 1 the fixed cost still pays for a small draft.
     // V / T: B = 1 1 / 1.5 = 0.667, B = 4 3.7 / 5.4 = 0.685, B = 8 5.78 / 8.6 = 0.672.
     let cpu = CostModel {
@@ -288,14 +288,14 @@ fn small_blocks_and_ar_steps_win_only_where_tokens_are_expensive() {
         per_round_ms: 0.0,
         source: "test".into(),
     };
-    let (b, why) = ratio_rule(&h, &t, &cpu, &all, 1, 0, &|_| 0.0);
+    let (b, why) = ratio_rule(&h, &t, &cpu, &all, 1, 0, &Learned::NONE);
     assert_eq!(b, 4, "{why:?}");
     // One forward, no draft: T(1) is one 1-token forward.
     assert_eq!(why.candidates[0].cost_ms, cpu.forward_ms(1, 1, 0));
     // With many requests the fixed cost is shared and the AR step wins.
-    assert_eq!(ratio_rule(&h, &t, &cpu, &all, 32, 0, &|_| 0.0).0, 1);
+    assert_eq!(ratio_rule(&h, &t, &cpu, &all, 32, 0, &Learned::NONE).0, 1);
     // Sizes the tables cannot value are left out; none left: the smallest asked.
-    let (b, why) = ratio_rule(&h, &t, &cpu, &[64, 48], 1, 0, &|_| 0.0);
+    let (b, why) = ratio_rule(&h, &t, &cpu, &[64, 48], 1, 0, &Learned::NONE);
     assert_eq!((b, why.rule, why.candidates.len()), (48, Rule::Untabled, 0));
 }
 
@@ -410,4 +410,36 @@ fn the_block_size_is_priced_with_its_rows() {
     for c in &why.candidates {
         assert!(c.cost_ms < forwards(c.block), "{c:?}");
     }
+}
+
+#[test]
+fn an_overrated_cell_is_scaled_by_what_its_rounds_advanced() {
+    let mut p = BlockPolicy::new(SurvivalTables::marginal_reference(), b200());
+    let h = history(0.5, 8, 8);
+    let other = history(0.5, 8, 3);
+    assert_eq!(p.calibration(16, &h), 1.0);
+    let v16 = p.tables().value(16, h.signal(), h.stratum().as_deref());
+    // Rounds of B = 16 from this cell advance half what the tables say.
+    for _ in 0..40 {
+        p.observe_advance(16, &h, (v16 / 2.0).round() as usize);
+    }
+    let c = p.calibration(16, &h);
+    assert!((0.45..0.6).contains(&c), "{c}");
+    // Another cell of the same size moves with it, less; other sizes not at all.
+    let o = p.calibration(16, &other);
+    assert!(o < 1.0 && o > c, "{o}");
+    assert_eq!(p.calibration(8, &h), 1.0);
+    // The decision sees it: the overrated size's candidate value drops.
+    let opts = DecodeOptions::default();
+    let d = p.decide(&[member(&opts, &h)], true);
+    let cand = d[0]
+        .1
+        .as_ref()
+        .unwrap()
+        .candidates
+        .iter()
+        .find(|c| c.block == 16)
+        .unwrap()
+        .clone();
+    assert!((cand.value - v16 * c).abs() < 1e-9, "{cand:?}");
 }

@@ -211,6 +211,7 @@ impl Scheduler {
             if o.mode != r.opts.mode || o.blocks != r.opts.blocks {
                 r.pending = None;
             }
+            r.history.read_outcome(o.outcome_signal);
             r.opts = o;
         }
         Ok(())

@@ -98,7 +98,11 @@ impl Scheduler {
             seed: 0,
             out: Vec::new(),
             pending: None,
-            history: History::default(),
+            history: {
+                let mut h = History::default();
+                h.read_outcome(s.options.outcome_signal);
+                h
+            },
             stats: RequestStats {
                 prompt_tokens: s.prompt.len(),
                 ..RequestStats::default()

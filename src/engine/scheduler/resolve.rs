@@ -26,6 +26,9 @@ impl Scheduler {
     ) {
         let (i, b) = (p.req, p.block_size);
         let verdict = round::verify(&p.block, &vtok);
+        // The history before this round, for the policy's calibration of its tables.
+        let before = (p.drafted && self.requests[i].opts.adaptive_blocks().is_some())
+            .then(|| self.requests[i].history.clone());
         let r = &mut self.requests[i];
         let (id, rnd) = (r.id, r.round);
         let ctx = r.cache.len() - b;
@@ -86,6 +89,9 @@ impl Scheduler {
         // is the round's own.
         let ended = round::ended_inside(kept.len(), verdict.advance());
         let ends = ended || kept.last().is_some_and(|t| self.eos.contains(t));
+        if let Some(h) = before.filter(|_| !ended) {
+            self.policy.observe_advance(b, &h, verdict.advance());
+        }
         let mut hit: Option<BranchKind> = None;
         if !p.branches.is_empty() {
             let cont_first = p

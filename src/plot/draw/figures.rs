@@ -269,6 +269,70 @@ pub fn throughput(s: &[ConcurrencySeries], caption: &str, pal: &Palette) -> Resu
     })
 }
 
+/// Figure 4b: RecGuide's modeled speed-up over each fixed block size against
+/// concurrency, with the break-even line at 1.
+pub fn speedup(s: &[(String, Vec<(usize, f64)>)], caption: &str, pal: &Palette) -> Result<String> {
+    svg(|root| {
+        let body = frame(
+            root,
+            "RecGuide's modeled speed-up over fixed-B LinearSS against concurrency",
+            caption,
+            pal,
+        )?;
+        let mut series: Vec<Series> = s
+            .iter()
+            .enumerate()
+            .map(|(i, (label, pts))| Series {
+                label: label.clone(),
+                color: pal.series(i),
+                points: pts.iter().map(|p| (p.0 as f64, p.1)).collect(),
+                thin: false,
+                marker: Some(i),
+            })
+            .collect();
+        let xs: Vec<f64> = series
+            .iter()
+            .flat_map(|x| x.points.iter().map(|p| p.0))
+            .collect();
+        let (lo, hi) = xs
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(l, h), &x| (l.min(x), h.max(x)));
+        if lo <= hi {
+            series.push(Series {
+                label: "break-even (1.0)".into(),
+                color: pal.dim,
+                points: vec![(lo, 1.0), (hi, 1.0)],
+                thin: true,
+                marker: None,
+            });
+        }
+        let x = range(
+            series
+                .iter()
+                .flat_map(|s| s.points.iter().map(|p| p.0.max(1.0).log2())),
+            false,
+        );
+        let y = range(
+            series.iter().flat_map(|s| s.points.iter().map(|p| p.1)),
+            false,
+        );
+        lines(
+            &Lines {
+                title: "modeled tokens/s, RecGuide ÷ LinearSS B".into(),
+                x_desc: "concurrency C (log scale)",
+                y_desc: "speed-up (modeled)",
+                x,
+                y,
+                log_x: true,
+                percent_y: false,
+            },
+            &series,
+            &body,
+            pal,
+        )
+    })
+}
+
 /// Figure 5: block sizes chosen, as stacked shares per concurrency (a bench), or per
 /// round over a session (a recording).
 pub fn block_shares(b: &BlockShares, caption: &str, pal: &Palette) -> Result<String> {
