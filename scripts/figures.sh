@@ -23,7 +23,7 @@ limit="${LIMIT:-4}"
 
 "$bin" bench --configs ar,linear,recguide,recguide-throughput --blocks 8,16,32 \
   --concurrency "$conc" --limit "$limit" --max-new-tokens 128 --repeats 2 \
-  --json "$data/bench-cpu.json"
+  --cost-profile cpu --json "$data/bench-cpu.json"
 "$bin" bench --configs ar,linear,recguide --blocks 8,16,32 \
   --concurrency "$conc" --limit "$limit" --max-new-tokens 128 \
   --cost-profile b200-nld8b --json "$data/bench-b200.json"

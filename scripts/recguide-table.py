@@ -20,7 +20,8 @@ def main(paths):
         for c in sorted({r["concurrency"] for r in res}):
             at = {r["config"]: r for r in res if r["concurrency"] == c}
             ar = at["ar"]["modeled_tokens_per_sec"]
-            x = lambda name: at[name]["modeled_tokens_per_sec"] / ar if name in at else float("nan")
+            x = lambda name: at[name]["modeled_tokens_per_sec"] / ar if name in at else None
+            f = lambda v: "-" if v is None else f"{v:.2f}"
             lin = {n: x(n) for n in at if n.startswith("linear")}
             best = max(lin, key=lin.get)
             rg = x("recguide")
@@ -29,7 +30,7 @@ def main(paths):
             total = sum(blocks.values()) or 1
             share = " / ".join(f"{100 * blocks.get(str(b), 0) / total:.0f}%" for b in (8, 16, 32))
             print(f"| {c} | {lin[best]:.2f} ({best.split()[1]}) | {rg:.2f} | {rg / lin[best]:.3f} "
-                  f"| {x('recguide all-rows'):.2f} | {x('recguide throughput'):.2f} | {share} |")
+                  f"| {f(x('recguide all-rows'))} | {f(x('recguide throughput'))} | {share} |")
         geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
         print(f"geometric mean of RecGuide ÷ best fixed over C: {geo:.3f}\n")
 

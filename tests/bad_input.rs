@@ -503,5 +503,102 @@ fn files_read_whole_are_bounded() {
     let e = specscope::engine::policy::SurvivalTables::from_file(zero).unwrap_err();
     assert!(format!("{e:#}").contains("/dev/zero"), "{e:#}");
     let e = specscope::bench::prompts::read_prompt_file(zero).unwrap_err();
-    assert!(format!("{e:#}").contains("larger than"), "{e:#}");
+    assert!(format!("{e:#}").contains("not a file"), "{e:#}");
+}
+
+/// Chat templates that render without the user's message (empty, blank, ignoring
+/// `messages`, writing only roles): refused when the model loads, naming the template.
+#[test]
+fn templates_that_drop_the_message_are_refused() {
+    let dir = common::checkpoint(&Spec::toy());
+    let templates = [
+        "",
+        "   \n",
+        "{{ 'system' }}",
+        "{% for m in messages %}{% endfor %}<|im_start|>assistant\n",
+        "{% for m in messages %}{{ m.role }}{% endfor %}",
+        "{% if false %}{{ messages[0].content }}{% endif %}answer",
+        "{{ messages[0].content[:3] }}",
+    ];
+    for t in templates {
+        std::fs::write(dir.path().join("chat_template.jinja"), t).unwrap();
+        let e = specscope::model::TextTokenizer::load(&files(dir.path()), Some(1))
+            .err()
+            .map(|e| format!("{e:#}"));
+        assert!(
+            e.as_deref()
+                .is_some_and(|e| e.contains("chat_template.jinja")
+                    && e.contains("leaves the user's message out")),
+            "{t:?}: {e:?}"
+        );
+    }
+    // A template that writes the message loads and encodes it.
+    std::fs::write(
+        dir.path().join("chat_template.jinja"),
+        "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}",
+    )
+    .unwrap();
+    let tok = specscope::model::TextTokenizer::load(&files(dir.path()), Some(1)).unwrap();
+    tok.encode_chat(&[ChatMessage::new("user", "hi there")], false)
+        .unwrap();
+}
+
+/// Special ids that contradict each other or the tokenizer: mask shared with eos, bos
+/// or pad (in config.json or generation_config.json), and mask or eos on an ordinary
+/// token. Each is refused when the model loads, naming the field.
+#[test]
+fn special_ids_that_contradict_the_tokenizer_are_refused() {
+    let spec = Spec::toy();
+    let base = common::checkpoint(&spec);
+    let cfg: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(base.path().join("config.json")).unwrap())
+            .unwrap();
+    let mask = cfg["mask_token_id"].as_u64().unwrap();
+    let eos = cfg["eos_token_id"].clone();
+    // An ordinary token: a byte of the byte-level vocabulary ('A').
+    let word = u64::from(synthetic::BYTE_BASE) + 65;
+    let config_cases: Vec<(&str, serde_json::Value, &str)> = vec![
+        ("eos_token_id", serde_json::json!(mask), "eos_token_id"),
+        (
+            "eos_token_id",
+            serde_json::json!([eos.clone(), mask]),
+            "eos_token_id",
+        ),
+        ("bos_token_id", serde_json::json!(mask), "bos_token_id"),
+        ("pad_token_id", serde_json::json!(mask), "pad_token_id"),
+        ("mask_token_id", serde_json::json!(word), "mask_token_id"),
+        ("eos_token_id", serde_json::json!(word), "eos_token_id"),
+    ];
+    for (field, value, needle) in config_cases {
+        let dir = common::checkpoint(&spec);
+        let mut c = cfg.clone();
+        c[field] = value.clone();
+        std::fs::write(dir.path().join("config.json"), c.to_string()).unwrap();
+        // Its eos would replace config.json's.
+        let _ = std::fs::remove_file(dir.path().join("generation_config.json"));
+        let f = files(dir.path());
+        let e = match model::load(&f, &Device::Cpu, LoadOptions::default()) {
+            Err(e) => format!("{e:#}"),
+            Ok((m, _)) => match model::load_tokenizer(&f, m.config()) {
+                Err(e) => format!("{e:#}"),
+                Ok(_) => String::from("loaded"),
+            },
+        };
+        assert!(
+            e.contains(needle) && e.contains("config.json"),
+            "{field} = {value}: {e}"
+        );
+    }
+    // generation_config.json's eos replacing config.json's with the mask.
+    let dir = common::checkpoint(&spec);
+    std::fs::write(
+        dir.path().join("generation_config.json"),
+        serde_json::json!({"eos_token_id": [mask]}).to_string(),
+    )
+    .unwrap();
+    let e = load_err(dir.path());
+    assert!(
+        e.contains("generation_config.json") && e.contains("mask_token_id"),
+        "{e}"
+    );
 }

@@ -283,6 +283,22 @@ impl Config {
                 self.vocab_size
             );
         }
+        // The mask is the draft's blank: shared with another special id, drafts would
+        // end answers (eos), or never be told apart from the prompt's start or padding.
+        let mask = self.mask_token_id();
+        ensure!(
+            !self.eos_token_ids().contains(&mask),
+            "field `eos_token_id` includes {mask}, which is `mask_token_id`: every drafted blank would end the answer"
+        );
+        for (name, id) in [
+            ("bos_token_id", self.bos_token_id),
+            ("pad_token_id", self.pad_token_id),
+        ] {
+            ensure!(
+                id != Some(mask),
+                "field `{name}` is {mask}, which is `mask_token_id`: the draft's blank must be a token of its own"
+            );
+        }
         ensure!(
             self.rms_norm_eps.is_finite() && self.rms_norm_eps > 0.0 && self.rms_norm_eps <= 0.1,
             "field `rms_norm_eps` is {}: expected a small positive number (about 1e-6 to 1e-5)",

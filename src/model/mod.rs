@@ -57,7 +57,41 @@ pub fn expected_tensors(cfg: &Config) -> BTreeSet<String> {
 
 /// The tokenizer of a checkpoint, with BOS taken from config.json when needed.
 pub fn load_tokenizer(files: &ModelFiles, cfg: &Config) -> Result<TextTokenizer> {
-    TextTokenizer::load(files, cfg.bos_token_id)
+    let tok = TextTokenizer::load(files, cfg.bos_token_id)?;
+    check_special_ids(&tok, cfg, files)?;
+    Ok(tok)
+}
+
+/// The config's mask and eos ids against the tokenizer: each must be one of its special
+/// tokens (where it marks any), else a real word would be the draft's blank (garbage
+/// drafts) or would end every answer.
+fn check_special_ids(tok: &TextTokenizer, cfg: &Config, files: &ModelFiles) -> Result<()> {
+    let special: std::collections::HashSet<u32> = tok
+        .inner()
+        .get_added_tokens_decoder()
+        .iter()
+        .filter(|(_, t)| t.special)
+        .map(|(id, _)| *id)
+        .collect();
+    if special.is_empty() {
+        return Ok(());
+    }
+    let ids = std::iter::once(("mask_token_id", cfg.mask_token_id())).chain(
+        cfg.eos_token_ids()
+            .into_iter()
+            .map(|id| ("eos_token_id", id)),
+    );
+    for (field, id) in ids {
+        if !special.contains(&id) {
+            let text = tok.inner().id_to_token(id).unwrap_or_default();
+            anyhow::bail!(
+                "{}: field `{field}` is {id}, the ordinary token {text:?} of {}, not one of its special tokens",
+                files.config.display(),
+                files.tokenizer.display()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// CPU unless CUDA is compiled in and present; says so when it falls back.

@@ -99,14 +99,39 @@ impl TextTokenizer {
         if bos_token.is_none() {
             bos_token = bos_id.and_then(|id| inner.id_to_token(id));
         }
-        Ok(Self {
+        let tok = Self {
             inner: Arc::new(inner),
             template: template.map(Arc::from),
             template_name: Arc::from(template_name),
             bos_token,
             eos_token,
             bos_id,
-        })
+        };
+        // A template that renders without the user's message (empty, or ignoring
+        // `messages`) would have every question answered blind: refuse it now.
+        if tok.template.is_some() {
+            let probe = [ChatMessage::new(
+                "user",
+                "specscope probe 7f3a: is this message here?",
+            )];
+            if let Ok(text) = tok.render_chat(&probe, false) {
+                tok.check_has_message(&text, &probe[0].content)?;
+            }
+        }
+        Ok(tok)
+    }
+
+    /// Errs when the rendered `text` does not hold the user's `message`.
+    fn check_has_message(&self, text: &str, message: &str) -> Result<()> {
+        let m = message.trim();
+        if !m.is_empty() && !text.contains(m) {
+            bail!(
+                "{} leaves the user's message out of the prompt it renders (rendered: {:?}); the model would answer without it",
+                self.template_name,
+                text.chars().take(120).collect::<String>()
+            );
+        }
+        Ok(())
     }
 
     pub fn inner(&self) -> &tokenizers::Tokenizer {
@@ -179,6 +204,9 @@ impl TextTokenizer {
     /// Token ids of a chat, starting with exactly one BOS.
     pub fn encode_chat(&self, messages: &[ChatMessage], enable_thinking: bool) -> Result<Vec<u32>> {
         let text = self.render_chat(messages, enable_thinking)?;
+        if let Some(last) = messages.iter().rev().find(|m| m.role == "user") {
+            self.check_has_message(&text, &last.content)?;
+        }
         self.encode_raw(&text)
     }
 

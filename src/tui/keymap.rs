@@ -47,19 +47,19 @@ impl Keymap {
     /// The built-in keymap.
     pub fn builtin() -> Self {
         let mut map = BTreeMap::new();
-        // The built-in file is tested; a failure here is a bug caught by the tests.
-        if let Ok(entries) = parse(DEFAULT, "built-in keymap") {
-            for (k, a) in entries {
-                if let Some(a) = a {
-                    map.insert(k, a);
-                }
+        // The built-in file is tested; an error here is a bug caught by the tests.
+        let (entries, _) = parse(DEFAULT, "built-in keymap");
+        for (k, a) in entries {
+            if let Some(a) = a {
+                map.insert(k, a);
             }
         }
         Self { map }
     }
 
-    /// Built-in keys merged with `path` when it exists. A bad file is reported (with its
-    /// line) in the returned warnings and the built-in keys are used.
+    /// Built-in keys merged with `path` when it exists. Every bad entry is reported
+    /// (with its line) in the returned warnings and the rest of the file applies; a
+    /// file that is not a keymap at all leaves the built-in keys.
     pub fn load(path: &Path) -> (Self, Vec<String>) {
         let mut km = Self::builtin();
         if !path.exists() {
@@ -70,32 +70,28 @@ impl Keymap {
             Ok(t) => t,
             Err(e) => return (km, vec![format!("{e:#}; using the built-in keys")]),
         };
-        match parse(&text, &name) {
-            Ok(entries) => {
-                let builtin = km.clone();
-                for (k, a) in entries {
-                    match a {
-                        Some(a) => km.map.insert(k, a),
-                        None => km.map.remove(&k),
-                    };
-                }
-                // A keymap with no way out would trap the user in the screen.
-                if km.keys_for(Action::Quit).is_empty() {
-                    let warning = format!(
-                        "{name}: no key quits with this keymap; keeping the built-in {}",
-                        builtin.hint(Action::Quit)
-                    );
-                    for (k, a) in &builtin.map {
-                        if *a == Action::Quit {
-                            km.map.insert(k.clone(), Action::Quit);
-                        }
-                    }
-                    return (km, vec![warning]);
-                }
-                (km, Vec::new())
-            }
-            Err(e) => (km, vec![format!("{e:#}; using the built-in keys")]),
+        let (entries, mut warnings) = parse(&text, &name);
+        let builtin = km.clone();
+        for (k, a) in entries {
+            match a {
+                Some(a) => km.map.insert(k, a),
+                None => km.map.remove(&k),
+            };
         }
+        // A keymap with no way out would trap the user in the screen (every key it
+        // binds can be pressed: `parse` refuses the others).
+        if km.keys_for(Action::Quit).is_empty() {
+            warnings.push(format!(
+                "{name}: no key quits with this keymap; keeping the built-in {}",
+                builtin.hint(Action::Quit)
+            ));
+            for (k, a) in &builtin.map {
+                if *a == Action::Quit {
+                    km.map.insert(k.clone(), Action::Quit);
+                }
+            }
+        }
+        (km, warnings)
     }
 
     pub fn action(&self, key: &KeyEvent) -> Option<Action> {
@@ -169,8 +165,24 @@ pub fn pretty(spec: &str) -> String {
     out
 }
 
-/// Parses a keymap file; `None` actions unbind.
-fn parse(text: &str, name: &str) -> Result<Vec<(KeySpec, Option<Action>)>> {
+/// Parses a keymap file; `None` actions unbind. Returns the good entries and a message
+/// per bad one (a file that is not a keymap at all: no entries and one message).
+fn parse(text: &str, name: &str) -> (Vec<(KeySpec, Option<Action>)>, Vec<String>) {
+    match parse_file(text, name) {
+        Ok(x) => x,
+        Err(e) => (Vec::new(), vec![format!("{e:#}; using the built-in keys")]),
+    }
+}
+
+/// The action names a keymap may use, for error messages.
+fn action_names() -> String {
+    let mut names: Vec<String> = Action::ALL.iter().map(|a| a.name()).collect();
+    names.push("none".into());
+    names.join(", ")
+}
+
+#[allow(clippy::type_complexity)]
+fn parse_file(text: &str, name: &str) -> Result<(Vec<(KeySpec, Option<Action>)>, Vec<String>)> {
     // A binding written above the table (`"ctrl-x" = "quit"` on its own) is the
     // likely slip: say where it belongs rather than serde's "expected `keys`".
     if let Ok(top) = text.parse::<toml::Table>() {
@@ -191,22 +203,33 @@ fn parse(text: &str, name: &str) -> Result<Vec<(KeySpec, Option<Action>)>> {
         anyhow!("{name}:{line}: {}", e.message())
     })?;
     let mut out = Vec::new();
+    let mut errors = Vec::new();
     for (key, action) in file.keys {
         let line = line_of_key(text, &key);
-        let spec = parse_key(&key).map_err(|e| anyhow!("{name}:{line}: key `{key}`: {e}"))?;
+        let spec = match parse_key(&key) {
+            Ok(s) => s,
+            Err(e) => {
+                errors.push(format!("{name}:{line}: key `{key}`: {e}; entry skipped"));
+                continue;
+            }
+        };
         let action = if action == "none" {
             None
         } else {
-            Some(
-                serde_json::from_value::<Action>(serde_json::Value::String(action.clone()))
-                    .map_err(|_| {
-                        anyhow!("{name}:{line}: unknown action `{action}` (see `?` for the list)")
-                    })?,
-            )
+            match serde_json::from_value::<Action>(serde_json::Value::String(action.clone())) {
+                Ok(a) => Some(a),
+                Err(_) => {
+                    errors.push(format!(
+                        "{name}:{line}: unknown action `{action}`; entry skipped (actions: {})",
+                        action_names()
+                    ));
+                    continue;
+                }
+            }
         };
         out.push((spec, action));
     }
-    Ok(out)
+    Ok((out, errors))
 }
 
 const NAMED: &[&str] = &[
@@ -248,6 +271,14 @@ pub fn parse_key(s: &str) -> Result<KeySpec> {
     }
     let key = if rest.chars().count() == 1 {
         let c = rest.chars().next().unwrap_or(' ');
+        // A typed character carries its shift state (`X`, `?`): the terminal never
+        // reports shift with it, so `shift-x` could never be pressed.
+        if mods.iter().any(|m| m == "shift") {
+            bail!(
+                "shift with a character can never be pressed as written: write the shifted character itself (`{}`)",
+                c.to_uppercase()
+            );
+        }
         if mods.iter().any(|m| m == "ctrl" || m == "alt") {
             c.to_ascii_lowercase().to_string()
         } else {
@@ -261,6 +292,9 @@ pub fn parse_key(s: &str) -> Result<KeySpec> {
             .is_some_and(|n| (1..=12).contains(&n));
         if !NAMED.contains(&l.as_str()) && !fkey {
             bail!("unknown key name `{rest}`");
+        }
+        if (l == "space" || l == "minus") && mods.iter().any(|m| m == "shift") {
+            bail!("shift with `{l}` can never be pressed as written (the terminal reports the character)");
         }
         l
     };
@@ -323,7 +357,8 @@ mod tests {
 
     #[test]
     fn builtin_keymap_parses_and_binds_the_essentials() {
-        let entries = parse(DEFAULT, "built-in").unwrap();
+        let (entries, errors) = parse(DEFAULT, "built-in");
+        assert!(errors.is_empty(), "{errors:?}");
         assert!(entries.len() > 30);
         let km = Keymap::builtin();
         assert_eq!(
@@ -391,13 +426,16 @@ mod tests {
         let (km, warn) = Keymap::load(&p);
         assert_eq!(warn.len(), 1);
         assert!(
-            warn[0].contains("keymap.toml:3") && warn[0].contains("fly"),
+            warn[0].contains("keymap.toml:3")
+                && warn[0].contains("fly")
+                && warn[0].contains("toggle_record"),
             "{}",
             warn[0]
         );
+        // The rest of the file applies.
         assert_eq!(
             km.action(&key(KeyCode::Char('x'), KeyModifiers::CONTROL)),
-            None
+            Some(Action::Quit)
         );
 
         std::fs::write(&p, "[keys]\n\"ctrl-x\" = \n").unwrap();

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The RecGuide tables of docs/results.md ("RecGuide priced at the load"): the paper's
+# loads under the B200 and H200 profiles of NLD-8B (modeled), the row ablation at
+# C = 1, the adaptive ablation across C, and the same sweep priced by this CPU
+# (measured tokens/s beside the modeled ones). Bench files and tables go to OUT_DIR.
+#
+#   scripts/recguide-tables.sh [OUT_DIR]   (default target/recguide-tables; about 45
+#                                           minutes on 2 cores, each sweep 11-15)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out="${1:-target/recguide-tables}"
+mkdir -p "$out"
+export CARGO_TERM_COLOR=never
+cargo build --release --bin specscope
+bin=target/release/specscope
+loads=1,2,4,8,16,32,64,128
+
+# The paper's loads: 128 prompts (32 per held-out family), every configuration once.
+for p in b200-nld8b h200-nld8b; do
+  "$bin" bench --configs ar,linear,recguide,recguide-throughput --concurrency "$loads" \
+    --limit 32 --max-new-tokens 128 --cost-profile "$p" --json "$out/$p.json" \
+    | tee "$out/$p.txt"
+done
+# Row ablation at C = 1: every row of each table rides (unpriced), against the
+# priced default.
+"$bin" bench --configs ar,linear,recguide-all-rows \
+  --row-tables corrections,p1-conditional-new,no-p3,two-plus-new,multi,conditional-rank \
+  --concurrency 1 --limit 8 --max-new-tokens 128 --cost-profile b200-nld8b \
+  --json "$out/rows.json" | tee "$out/rows.txt"
+# Adaptive ablation across C (no branch rows): entropy only, + the previous round's
+# outcome, with the reference's buckets; then rows priced with it (the default).
+"$bin" bench --configs ar,linear,recguide-adaptive-entropy,recguide-adaptive,recguide-adaptive-buckets,recguide \
+  --concurrency 1,4,16,64 --limit 8 --max-new-tokens 128 --cost-profile b200-nld8b \
+  --json "$out/adaptive.json" | tee "$out/adaptive.txt"
+# Priced by this CPU: measured tokens/s, and the CPU's own decisions.
+"$bin" bench --configs ar,linear,recguide,recguide-throughput --concurrency 1,4,16,64 \
+  --limit 8 --max-new-tokens 128 --cost-profile cpu --json "$out/cpu.json" \
+  | tee "$out/cpu.txt"
+scripts/recguide-table.py "$out/b200-nld8b.json" "$out/h200-nld8b.json" "$out/cpu.json"
