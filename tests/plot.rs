@@ -233,3 +233,109 @@ fn bad_or_empty_inputs_are_errors_naming_the_file() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("nothing to plot"));
     assert!(!out.exists() || std::fs::read_dir(&out).unwrap().next().is_none());
 }
+
+/// Bench files with numbers no bench writes (a block size past 256 in a label, a
+/// count of 2^64 − 1, a load of 0, a negative rate) or control characters in their
+/// provenance: a clean error naming the file, or figures that are well-formed XML;
+/// never a hang.
+#[test]
+fn hostile_bench_files_are_refused_or_drawn_as_valid_xml() {
+    use specscope::bench::sweep::BenchResult;
+    let dir = tempfile::tempdir().unwrap();
+    let good = |config: &str, c: usize| {
+        let mut r = BenchResult::empty(config, c, 1);
+        r.tokens_per_sec = 100.0;
+        r.modeled_tokens_per_sec = 50.0;
+        r.tpf = 2.0;
+        serde_json::to_value(r).unwrap()
+    };
+    let base = serde_json::json!({
+        "model": "m",
+        "results": [good("ar", 1), good("linear B=8", 1), good("recguide", 1)],
+        "provenance": {"command": "specscope bench", "machine": "x", "date": "2026-12-05"}
+    });
+    let mutations: Vec<(&str, Box<dyn Fn(&mut serde_json::Value)>)> = vec![
+        (
+            "B=0",
+            Box::new(|v| v["results"][1]["config"] = "linear B=0".into()),
+        ),
+        (
+            "B=257",
+            Box::new(|v| v["results"][1]["config"] = "linear B=257".into()),
+        ),
+        (
+            "B=2^64-1",
+            Box::new(|v| v["results"][1]["config"] = "linear B=18446744073709551615".into()),
+        ),
+        (
+            "C=0",
+            Box::new(|v| v["results"][0]["concurrency"] = 0.into()),
+        ),
+        (
+            "C=2^40",
+            Box::new(|v| v["results"][0]["concurrency"] = (1u64 << 40).into()),
+        ),
+        (
+            "hist",
+            Box::new(|v| {
+                v["results"][1]["accept_hist_by_family"] =
+                    serde_json::json!({"math": [0, u64::MAX]})
+            }),
+        ),
+        (
+            "rounds",
+            Box::new(|v| v["results"][1]["tally"]["rounds"] = u64::MAX.into()),
+        ),
+        (
+            "rate",
+            Box::new(|v| v["results"][2]["modeled_tokens_per_sec"] = (-1.0).into()),
+        ),
+        (
+            "huge rate",
+            Box::new(|v| v["results"][2]["tokens_per_sec"] = 1e300.into()),
+        ),
+        (
+            "control",
+            Box::new(|v| v["provenance"]["command"] = "bench \u{1}\u{7}\u{1b}[31m".into()),
+        ),
+        (
+            "control model",
+            Box::new(|v| v["model"] = "m\u{0}\u{8}".into()),
+        ),
+    ];
+    for (name, m) in mutations {
+        let mut v = base.clone();
+        m(&mut v);
+        let file = dir
+            .path()
+            .join(format!("{}.json", name.replace(['^', ' '], "_")));
+        std::fs::write(&file, v.to_string()).unwrap();
+        let out = dir
+            .path()
+            .join(format!("out-{}", name.replace(['^', ' '], "_")));
+        let start = std::time::Instant::now();
+        let o = specscope(&["plot", "--bench", s(&file), "--out", s(&out)]);
+        assert!(
+            start.elapsed().as_secs() < 30,
+            "{name}: took {:?}",
+            start.elapsed()
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        if o.status.success() {
+            for f in std::fs::read_dir(&out).unwrap() {
+                svg_texts(&f.unwrap().path());
+            }
+        } else {
+            assert!(
+                err.contains(s(&file)) && !err.contains("panicked"),
+                "{name}: {err}"
+            );
+        }
+        // The numbers no bench writes are refused (control characters are drawn).
+        assert_eq!(
+            o.status.success(),
+            name.starts_with("control"),
+            "{name}: {err}"
+        );
+    }
+}

@@ -60,16 +60,19 @@ fn ratio_reason() -> BlockDecision {
                 block: 8,
                 value: 5.0,
                 cost_ms: 2.0,
+                rows_ms: 0.0,
             },
             BlockCandidate {
                 block: 16,
                 value: 6.0,
                 cost_ms: 4.0,
+                rows_ms: 0.0,
             },
             BlockCandidate {
                 block: 32,
                 value: 6.5,
                 cost_ms: 8.0,
+                rows_ms: 0.0,
             },
         ],
         rate: None,
@@ -1222,11 +1225,13 @@ fn round_choice_shows_its_rate_and_each_candidate() {
                 block: 1,
                 value: 1.0,
                 cost_ms: 0.5,
+                rows_ms: 0.0,
             },
             BlockCandidate {
                 block: 8,
                 value: 5.0,
                 cost_ms: 2.0,
+                rows_ms: 0.0,
             },
         ],
         ..ratio_reason()

@@ -30,10 +30,11 @@ pub struct Source {
 }
 
 impl Source {
-    /// One line: the command (else the file), model, machine and date.
+    /// One line: the command (else the file), model, machine and date (control
+    /// characters, which XML cannot hold, as spaces).
     pub fn caption(&self) -> String {
         let unknown = "not recorded";
-        format!(
+        let line = format!(
             "source: {} · model: {} · machine: {} · date: {}",
             self.command
                 .as_deref()
@@ -41,8 +42,56 @@ impl Source {
             self.model,
             self.machine.as_deref().unwrap_or(unknown),
             self.date.as_deref().unwrap_or(unknown)
-        )
+        );
+        line.chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect()
     }
+}
+
+/// Bench results' numbers against what a bench can write, before anything is drawn or
+/// sized with them: block sizes a configuration names, concurrency, the tallies'
+/// counts (as a recording's are checked), histograms, rates and times.
+fn check_results(results: &[BenchResult]) -> Result<()> {
+    use crate::engine::options::MAX_BLOCK;
+    // More rounds than any bench runs (a bench of 2^24 rounds takes days here).
+    let most = 1usize << 32;
+    for r in results {
+        let what = format!("result `{}` at C = {}", r.config, r.concurrency);
+        if let Some(b) = data::block_of(&r.config) {
+            anyhow::ensure!(
+                (1..=MAX_BLOCK).contains(&b),
+                "{what}: block size {b} is outside 1 to {MAX_BLOCK}"
+            );
+        }
+        anyhow::ensure!(
+            (1..=1 << 20).contains(&r.concurrency),
+            "{what}: concurrency {} is not a load a bench runs",
+            r.concurrency
+        );
+        crate::trace::validate::tally(&r.tally, most).with_context(|| what.clone())?;
+        for (family, h) in &r.accept_hist_by_family {
+            anyhow::ensure!(
+                h.len() <= MAX_BLOCK + 1 && h.iter().all(|&n| n <= most),
+                "{what}: the histogram of `{family}` is not one a bench writes"
+            );
+        }
+        for (name, x) in [
+            ("tokens_per_sec", r.tokens_per_sec),
+            ("modeled_tokens_per_sec", r.modeled_tokens_per_sec),
+            ("tpf", r.tpf),
+            ("mean_accept", r.mean_accept),
+            ("wall_secs", r.wall_secs),
+            ("modeled_secs", r.modeled_secs),
+            ("tokens_per_sec_per_request", r.tokens_per_sec_per_request),
+        ] {
+            anyhow::ensure!(
+                x.is_finite() && (0.0..1e12).contains(&x),
+                "{what}: `{name}` is {x}, not a rate or time a bench writes"
+            );
+        }
+    }
+    Ok(())
 }
 
 /// A bench JSON file.
@@ -92,6 +141,7 @@ pub fn read_bench(path: &Path) -> Result<BenchFile> {
     if b.results.is_empty() {
         bail!("{}: the bench file holds no results", path.display());
     }
+    check_results(&b.results).with_context(|| format!("{}", path.display()))?;
     Ok(BenchFile {
         source: source(path, b.model, b.provenance),
         results: b.results,

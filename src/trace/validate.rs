@@ -85,6 +85,7 @@ fn decision(d: &BlockDecision) -> Result<()> {
         block_len("reason.candidates.block", c.block)?;
         finite("reason.candidates.value", c.value)?;
         finite("reason.candidates.cost_ms", c.cost_ms)?;
+        finite("reason.candidates.rows_ms", c.rows_ms)?;
     }
     for (what, x) in [
         ("reason.signal", d.signal.map(f64::from)),

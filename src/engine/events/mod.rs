@@ -325,11 +325,29 @@ pub struct RegimeRates {
     pub ar: Option<f64>,
 }
 
+/// One block size the rule weighed: expected tokens V, what its forwards cost, and
+/// what the branch rows it is expected to carry change that by.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BlockCandidate {
     pub block: usize,
     pub value: f64,
+    /// Its draft and verify rows (a bucket's forwards for the per-request rule), ms.
     pub cost_ms: f64,
+    /// Expected net price of its branch rows, ms: negative where they are expected
+    /// to spare more than they cost (absent before event version 4: none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rows_ms: f64,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
+}
+
+impl BlockCandidate {
+    /// What the rule weighs V against: its forwards and its rows' net price.
+    pub fn total_ms(&self) -> f64 {
+        (self.cost_ms + self.rows_ms).max(1e-9)
+    }
 }
 
 /// Some rows, summed: how many, what they add to the forward, and the draft forwards

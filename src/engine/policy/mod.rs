@@ -455,7 +455,8 @@ impl BlockPolicy {
                     .map(|o| BlockCandidate {
                         block: o.block,
                         value: o.value,
-                        cost_ms: o.cost(),
+                        cost_ms: o.draft_ms + o.verify_ms,
+                        rows_ms: o.rows_ms,
                     })
                     .collect()
             };
@@ -512,13 +513,12 @@ pub fn ratio_rule(
         .map(|&b| BlockCandidate {
             block: b,
             value: tables.value(b, signal, stratum.as_deref()) * (learned.calibration)(b),
-            cost_ms: (cost.round_ms(concurrency, b, ctx)
-                + concurrency.max(1) as f64 * (learned.rows_ms)(b))
-            .max(1e-9),
+            cost_ms: cost.round_ms(concurrency, b, ctx),
+            rows_ms: concurrency.max(1) as f64 * (learned.rows_ms)(b),
         })
         .collect();
     let best = candidates.iter().reduce(|best, c| {
-        let (r, rb) = (c.value / c.cost_ms, best.value / best.cost_ms);
+        let (r, rb) = (c.value / c.total_ms(), best.value / best.total_ms());
         if r > rb + 1e-12 || (r > rb - 1e-12 && c.block < best.block) {
             c
         } else {

@@ -171,12 +171,16 @@ pub struct RowLoad {
 }
 
 impl RowLoad {
-    /// What a hit spares: the next round's draft row of this request, and the draft
-    /// forward's fixed price when no other request drafts either (each of the others
-    /// holds a reused block with the per-round hit rate `reuse`).
+    /// What a hit spares: the next round's draft row of this request, and its share of
+    /// the draft forward's fixed price, which is spared only when no request drafts
+    /// (each of the others holds a reused block with the per-round hit rate `reuse`).
+    /// A forward spared that way took every request's hit, so each hit is credited
+    /// 1/C of it: crediting each the whole would count the one forward C times, and
+    /// rows that do not pay would ride (measured at C = 2: 2× the saving seen).
     pub fn saving_ms(&self, cost: &CostModel, reuse: f64) -> f64 {
-        let others = self.concurrency.max(1) - 1;
-        cost.draft_row_ms(self.block, self.ctx) + cost.fixed_ms * reuse.powi(others as i32)
+        let c = self.concurrency.max(1);
+        cost.draft_row_ms(self.block, self.ctx)
+            + cost.fixed_ms * reuse.powi(c as i32 - 1) / c as f64
     }
 
     /// This request's share of the verify forward without rows: its row and its share

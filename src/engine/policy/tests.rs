@@ -408,7 +408,8 @@ fn the_block_size_is_priced_with_its_rows() {
         c.draft_row_ms(b, 100) + c.row_ms(b, 100)
     };
     for c in &why.candidates {
-        assert!(c.cost_ms < forwards(c.block), "{c:?}");
+        assert!(c.total_ms() < forwards(c.block), "{c:?}");
+        assert!(c.cost_ms > 0.0 && c.rows_ms < 0.0, "{c:?}");
     }
 }
 

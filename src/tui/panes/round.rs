@@ -319,8 +319,9 @@ fn branch_lines(r: &RoundView, s: &State, t: &Theme, width: usize) -> Vec<Line<'
         ));
     }
     out.extend(rows_lines(r, t, width));
-    let riding = r.rows.is_some_and(|d| d.kept.rows > 0);
-    if r.branches.is_empty() && r.block.len() > 1 && !riding {
+    // Rows the policy decided on (kept or dropped) are explained by the lines above.
+    let decided = r.rows.is_some_and(|d| d.kept.rows + d.dropped.rows > 0);
+    if r.branches.is_empty() && r.block.len() > 1 && !decided {
         let why = match s.session.requests.get(&r.req) {
             Some(i) if i.label.starts_with("LinearSS") => {
                 "no branch rows: LinearSS has none (F8: RecGuide's branches)"
@@ -331,7 +332,7 @@ fn branch_lines(r: &RoundView, s: &State, t: &Theme, width: usize) -> Vec<Line<'
             }
             _ => "no branch rows this round",
         };
-        out.push(Line::styled(why, t.dim));
+        out.extend(wrap(&[(why.to_string(), t.dim)], width));
     }
     out
 }
@@ -344,11 +345,19 @@ fn rows_lines(r: &RoundView, t: &Theme, width: usize) -> Vec<Line<'static>> {
     };
     let mut out = Vec::new();
     let verifying = r.verdict.is_none();
-    if d.kept.rows > 0 {
-        let what = if d.unpriced {
-            format!("{} rows ride (every row, unpriced)", d.kept.rows)
+    let rows = |n: usize| {
+        if n == 1 {
+            "1 row".to_string()
         } else {
-            format!("{} rows ride: {}", d.kept.rows, d.describe(&d.kept))
+            format!("{n} rows")
+        }
+    };
+    if d.kept.rows > 0 {
+        let verb = if d.kept.rows == 1 { "rides" } else { "ride" };
+        let what = if d.unpriced {
+            format!("{} {verb} (every row, unpriced)", rows(d.kept.rows))
+        } else {
+            format!("{} {verb}: {}", rows(d.kept.rows), d.describe(&d.kept))
         };
         let what = if verifying {
             format!("{what} · being verified…")
@@ -359,8 +368,8 @@ fn rows_lines(r: &RoundView, t: &Theme, width: usize) -> Vec<Line<'static>> {
     }
     if d.dropped.rows > 0 {
         let what = format!(
-            "{} rows dropped: {}",
-            d.dropped.rows,
+            "{} dropped: {}",
+            rows(d.dropped.rows),
             d.describe(&d.dropped)
         );
         out.extend(wrap(&[(what, t.dim)], width));
@@ -420,9 +429,16 @@ fn decision_lines(
         for c in &why.candidates {
             let mine = c.block == b;
             let st = if mine { t.title } else { t.dim };
+            // The rows' expected net price beside the forwards' (negative: they are
+            // expected to spare more than they cost).
+            let rows = if c.rows_ms == 0.0 {
+                String::new()
+            } else {
+                format!("{:+.1}rows", c.rows_ms)
+            };
             pieces.push((
                 format!(
-                    " {}:{NBSP}{:.1}/{:.1}{}",
+                    " {}:{NBSP}{:.1}/{:.1}{rows}{}",
                     c.block,
                     c.value,
                     c.cost_ms,

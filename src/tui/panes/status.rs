@@ -49,6 +49,16 @@ pub fn cut_middle(text: &str, max: usize) -> String {
     format!("{head}…{tail}")
 }
 
+/// "B200 prices" for "B200 · NLD-8B (modeled)", "CPU prices" for "this CPU (measured)".
+fn short_prices(prices: &str) -> String {
+    let head = prices
+        .trim_start_matches("this ")
+        .split([' ', '·'])
+        .next()
+        .unwrap_or(prices);
+    format!("{head} prices")
+}
+
 /// The line's first word.
 const APP: &str = " specscope";
 
@@ -215,11 +225,18 @@ fn draw_with(
         .tiered([label, mode, String::new()], t.status_key, 2, 0)
         .tiered([activity, String::new()], t.status, 1, 0)
         .tiered([s.session.device.clone(), String::new()], t.status, 4, 0);
+    // What prices the decisions, beside the device (a lone `cpu` would read as "priced
+    // by this CPU" when a GPU's prices decide).
     if !s.session.prices.is_empty() {
-        left = left.ranked(
-            [format!("priced as {}", s.session.prices), String::new()],
+        left = left.tiered(
+            [
+                format!("priced as {}", s.session.prices),
+                short_prices(&s.session.prices),
+                String::new(),
+            ],
             t.status,
-            5,
+            4,
+            0,
         );
     }
     // Rates once something was decoded (zeros before would read as measured).
