@@ -254,7 +254,8 @@ fn hostile_bench_files_are_refused_or_drawn_as_valid_xml() {
         "results": [good("ar", 1), good("linear B=8", 1), good("recguide", 1)],
         "provenance": {"command": "specscope bench", "machine": "x", "date": "2026-12-05"}
     });
-    let mutations: Vec<(&str, Box<dyn Fn(&mut serde_json::Value)>)> = vec![
+    type Mutation = Box<dyn Fn(&mut serde_json::Value)>;
+    let mutations: Vec<(&str, Mutation)> = vec![
         (
             "B=0",
             Box::new(|v| v["results"][1]["config"] = "linear B=0".into()),
