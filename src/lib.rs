@@ -32,8 +32,8 @@ pub fn read_bounded(path: &std::path::Path, max: u64) -> anyhow::Result<String> 
     String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("{} is not UTF-8 text", path.display()))
 }
 
-/// A file's bytes, refusing one that is not a regular file (a device, a pipe: they
-/// may never end) or is larger than `max` bytes.
+/// A file's bytes, refusing a device (it may never end) or more than `max` bytes (a
+/// pipe is read up to the bound).
 pub fn read_bytes_bounded(path: &std::path::Path, max: u64) -> anyhow::Result<Vec<u8>> {
     use std::io::Read;
     let file = std::fs::File::open(path)

@@ -52,9 +52,16 @@ pub fn refuse_inputs(out: &Path, flag: &str, inputs: &[PathBuf]) -> Result<()> {
     Ok(())
 }
 
-/// Writes `text` to `path` whole: a temporary file in the same directory, renamed
-/// over it.
+/// Writes `text` to `path` whole: a new temporary file in the same directory (created
+/// exclusively, so no other file or link is written through), synced, renamed over
+/// it; removed on any error. A path that is not a regular file (`/dev/stdout`, a
+/// pipe) is written directly.
 pub fn write_whole(path: &Path, text: &str) -> Result<()> {
+    use std::io::Write;
+    if path.exists() && !path.is_file() {
+        return std::fs::write(path, text)
+            .with_context(|| format!("cannot write {}", path.display()));
+    }
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
@@ -62,16 +69,38 @@ pub fn write_whole(path: &Path, text: &str) -> Result<()> {
     let name = path
         .file_name()
         .with_context(|| format!("{} names no file", path.display()))?;
-    let tmp = dir.join(format!(
-        ".{}.{}.tmp",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| {
-        let _ = std::fs::remove_file(&tmp);
-        format!("cannot write {}", path.display())
-    })
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    for attempt in 0..100u32 {
+        let tmp = dir.join(format!(
+            ".{}.{}.{nanos}.{attempt}.tmp",
+            name.to_string_lossy(),
+            std::process::id()
+        ));
+        let mut file = match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+        {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e).with_context(|| format!("cannot write {}", path.display())),
+        };
+        let written = file
+            .write_all(text.as_bytes())
+            .and_then(|()| file.sync_all())
+            .and_then(|()| std::fs::rename(&tmp, path));
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e).with_context(|| format!("cannot write {}", path.display()));
+        }
+        return Ok(());
+    }
+    anyhow::bail!(
+        "cannot write {}: no free temporary name beside it",
+        path.display()
+    )
 }
 
 #[cfg(test)]

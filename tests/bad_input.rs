@@ -602,3 +602,78 @@ fn special_ids_that_contradict_the_tokenizer_are_refused() {
         "{e}"
     );
 }
+
+/// Draft adapters that would change the draft silently: a `lora_alpha` that drowns
+/// it, a rank out of range, matrices for a layer the model lacks or another module.
+#[test]
+fn hostile_draft_adapters_are_refused() {
+    let spec = Spec {
+        lora_rank: Some(4),
+        ..Spec::toy()
+    };
+    type Break = Box<dyn Fn(&Path)>;
+    let cases: Vec<(&str, Break)> = vec![
+        (
+            "lora_alpha",
+            Box::new(|d| set_adapter(d, "lora_alpha", serde_json::json!(1e30))),
+        ),
+        (
+            "lora_alpha",
+            Box::new(|d| set_adapter(d, "lora_alpha", serde_json::json!(-1e30))),
+        ),
+        (
+            "lora_alpha",
+            Box::new(|d| set_adapter(d, "lora_alpha", serde_json::json!(1e5))),
+        ),
+        (
+            "`r`",
+            Box::new(|d| set_adapter(d, "r", serde_json::json!(1u64 << 40))),
+        ),
+        (
+            "layers",
+            Box::new(move |d| {
+                add_adapter_tensor(
+                    d,
+                    &format!(
+                        "base_model.model.encoder.layers.{}.self_attn.o_proj.lora_A.weight",
+                        Spec::toy().num_hidden_layers
+                    ),
+                )
+            }),
+        ),
+        (
+            "not an o_proj",
+            Box::new(|d| {
+                add_adapter_tensor(
+                    d,
+                    "base_model.model.encoder.layers.0.self_attn.q_proj.lora_A.weight",
+                )
+            }),
+        ),
+    ];
+    for (needle, break_it) in cases {
+        let dir = common::checkpoint(&spec);
+        break_it(dir.path());
+        let e = load_err(dir.path());
+        assert!(
+            e.contains(needle) && e.contains("linear_spec_lora"),
+            "{needle}: {e}"
+        );
+    }
+}
+
+fn set_adapter(dir: &Path, field: &str, v: serde_json::Value) {
+    let p = dir.join("linear_spec_lora/adapter_config.json");
+    let mut c: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+    c[field] = v;
+    std::fs::write(&p, c.to_string()).unwrap();
+}
+
+fn add_adapter_tensor(dir: &Path, name: &str) {
+    let p = dir.join("linear_spec_lora/adapter_model.safetensors");
+    let mut t = candle_core::safetensors::load(&p, &Device::Cpu).unwrap();
+    let like = t.values().next().unwrap().clone();
+    t.insert(name.to_string(), like);
+    candle_core::safetensors::save(&t, &p).unwrap();
+}

@@ -775,3 +775,12 @@ fn endless_inputs_are_refused_not_read() {
         .unwrap();
     assert_clean_error(&o, "longer than");
 }
+
+/// An empty or blank prompt is an error, not an answer to nothing.
+#[test]
+fn an_empty_prompt_is_refused() {
+    for p in ["", " ", "\n\t "] {
+        let o = run(&["run", "--prompt", p, "--max-new-tokens", "4"]);
+        assert_clean_error(&o, "--prompt is empty");
+    }
+}

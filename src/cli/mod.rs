@@ -248,6 +248,10 @@ pub struct PromptArgs {
 impl PromptArgs {
     pub fn text(&self) -> Result<String> {
         if let Some(p) = &self.prompt {
+            ensure!(
+                !p.trim().is_empty(),
+                "--prompt is empty: there is nothing to answer"
+            );
             return Ok(p.clone());
         }
         let stdin = std::io::stdin();

@@ -20,6 +20,35 @@ pub struct AdapterConfig {
     pub use_rslora: bool,
 }
 
+/// Every tensor of the adapter file is an `o_proj` LoRA matrix of a layer the model
+/// has: one for a layer it lacks, or for another module, would be ignored silently.
+fn check_adapter_names(weights: &Path, layers: usize) -> Result<()> {
+    // SAFETY: the file is memory-mapped read-only and not modified while mapped.
+    let st = unsafe { candle_core::safetensors::MmapedSafetensors::new(weights) }
+        .with_context(|| format!("cannot open LoRA weights {}", weights.display()))?;
+    for (name, _) in st.tensors() {
+        let layer = name
+            .strip_prefix("base_model.model.encoder.layers.")
+            .and_then(|rest| rest.split_once('.'))
+            .filter(|(_, m)| {
+                *m == "self_attn.o_proj.lora_A.weight" || *m == "self_attn.o_proj.lora_B.weight"
+            })
+            .and_then(|(i, _)| i.parse::<usize>().ok());
+        match layer {
+            Some(i) => ensure!(
+                i < layers,
+                "{}: tensor `{name}` is for layer {i}, but the model has {layers} layers",
+                weights.display()
+            ),
+            None => anyhow::bail!(
+                "{}: tensor `{name}` is not an o_proj LoRA matrix of this model (expected base_model.model.encoder.layers.N.self_attn.o_proj.lora_A/B.weight)",
+                weights.display()
+            ),
+        }
+    }
+    Ok(())
+}
+
 /// Per-layer `(A, B)` with the PEFT scale: delta = scale · B(A(x)).
 #[derive(Debug, Clone)]
 pub struct DraftLora {
@@ -36,9 +65,18 @@ impl DraftLora {
         let ac: AdapterConfig = serde_json::from_str(&text)
             .with_context(|| format!("invalid adapter config {}", cfg_path.display()))?;
         ensure!(
-            ac.r > 0,
-            "{}: field `r` must be positive",
-            cfg_path.display()
+            (1..=4096).contains(&ac.r),
+            "{}: field `r` is {}: a LoRA rank is 1 to 4096",
+            cfg_path.display(),
+            ac.r
+        );
+        // PEFT's alphas are a few to a few hundred; a huge one drowns the draft (its
+        // delta swamps o_proj), a non-finite one poisons every draft logit.
+        ensure!(
+            ac.lora_alpha.is_finite() && ac.lora_alpha.abs() <= 1e4,
+            "{}: field `lora_alpha` is {}: expected a number within ±10000 (usually 8 to 512)",
+            cfg_path.display(),
+            ac.lora_alpha
         );
         ensure!(
             ac.target_modules.iter().all(|m| m == "o_proj"),
@@ -47,6 +85,7 @@ impl DraftLora {
             ac.target_modules
         );
         let weights = dir.join("adapter_model.safetensors");
+        check_adapter_names(&weights, cfg.num_hidden_layers)?;
         // SAFETY: the file is memory-mapped read-only and not modified while mapped.
         let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], dtype, device) }
             .with_context(|| format!("cannot open LoRA weights {}", weights.display()))?;

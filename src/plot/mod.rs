@@ -69,7 +69,8 @@ fn check_results(results: &[BenchResult]) -> Result<()> {
             "{what}: concurrency {} is not a load a bench runs",
             r.concurrency
         );
-        crate::trace::validate::tally(&r.tally, most).with_context(|| what.clone())?;
+        crate::trace::validate::tally(&r.tally, most, r.requests.max(1))
+            .with_context(|| what.clone())?;
         for (family, h) in &r.accept_hist_by_family {
             anyhow::ensure!(
                 h.len() <= MAX_BLOCK + 1 && h.iter().all(|&n| n <= most),

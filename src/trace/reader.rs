@@ -35,13 +35,13 @@ pub fn read_trace(path: &Path) -> Result<Trace> {
     parse_trace(&bytes, &path.display().to_string())
 }
 
-/// Parses recording bytes; `name` is used in messages.
 /// Largest recording read (a day of a busy session is a few hundred MiB).
 pub const MAX_RECORDING: u64 = 2 << 30;
 /// Longest line of a recording: an event with a whole answer's text and top-k lists is
 /// far shorter; a longer line is refused before it is parsed.
 pub const MAX_LINE: usize = 4 << 20;
 
+/// Parses recording bytes; `name` is used in messages.
 pub fn parse_trace(bytes: &[u8], name: &str) -> Result<Trace> {
     let ends_with_newline = bytes.last() == Some(&b'\n');
     let lines: Vec<&[u8]> = bytes.split(|b| *b == b'\n').collect();

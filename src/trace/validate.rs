@@ -101,8 +101,9 @@ fn decision(d: &BlockDecision) -> Result<()> {
     Ok(())
 }
 
-/// A tally's counts against one another and the file's size (`lines`).
-pub fn tally(t: &Tally, lines: usize) -> Result<()> {
+/// A tally's counts against one another and the file's size (`lines`); `requests`
+/// added up into it (each commits its first token at the prefill, without a round).
+pub fn tally(t: &Tally, lines: usize, requests: usize) -> Result<()> {
     at_most("rounds", t.rounds, lines)?;
     at_most("accept_hist", t.accept_hist.len(), MAX_BLOCK + 1)?;
     let hist: usize = t
@@ -125,7 +126,10 @@ pub fn tally(t: &Tally, lines: usize) -> Result<()> {
         "`blocks` counts {in_blocks} rounds, `rounds` says {}",
         t.rounds
     );
-    let per_round = t.rounds.saturating_mul(MAX_BLOCK).saturating_add(1);
+    let per_round = t
+        .rounds
+        .saturating_mul(MAX_BLOCK)
+        .saturating_add(requests.max(1));
     at_most("new_tokens", t.new_tokens, per_round)?;
     at_most("decode_tokens", t.decode_tokens, t.new_tokens)?;
     for (what, n) in [
@@ -314,7 +318,7 @@ pub fn event(e: &DecodeEvent, lines: usize) -> Result<()> {
         }
         DecodeEvent::RequestFinished { stats, .. } => {
             at_most("stats.prompt_tokens", stats.prompt_tokens, MAX_TOKENS)?;
-            tally(&stats.tally, lines)?;
+            tally(&stats.tally, lines, 1)?;
             for (what, s) in [
                 ("stats.prefill_secs", stats.prefill_secs),
                 ("stats.decode_secs", stats.decode_secs),
@@ -333,7 +337,7 @@ pub fn summary(s: &Summary, lines: usize) -> Result<()> {
     at_most("finished", s.finished, s.requests)?;
     at_most("cancelled", s.cancelled, s.finished)?;
     at_most("errors", s.errors, lines)?;
-    tally(&s.tally, lines)?;
+    tally(&s.tally, lines, s.requests)?;
     ms("forwards.ms", s.forwards.ms)?;
     at_most("forwards.decode", s.forwards.decode, lines)?;
     at_most("forwards.prefill", s.forwards.prefill, lines)?;

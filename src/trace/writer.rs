@@ -53,11 +53,15 @@ fn lock(file: &File, path: &Path) -> Result<()> {
         // SAFETY: flock on a descriptor this `File` owns and keeps open; it touches no
         // memory of ours.
         let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        anyhow::ensure!(
-            r == 0,
-            "{} is being written by another process (it holds the file's lock)",
-            path.display()
-        );
+        if r != 0 {
+            let e = std::io::Error::last_os_error();
+            anyhow::ensure!(
+                e.kind() != std::io::ErrorKind::WouldBlock,
+                "{} is being written by another process (it holds the file's lock)",
+                path.display()
+            );
+            // No locks here (some network file systems): write without one.
+        }
     }
     #[cfg(not(unix))]
     let _ = (file, path);
@@ -102,8 +106,11 @@ impl Recorder {
             .open(path)
             .with_context(|| format!("cannot create the recording {}", path.display()))?;
         lock(&file, path)?;
-        file.set_len(0)
-            .with_context(|| format!("cannot truncate {}", path.display()))?;
+        // A device or a pipe (`--out /dev/stdout`) has nothing to truncate.
+        if file.metadata().is_ok_and(|m| m.is_file()) {
+            file.set_len(0)
+                .with_context(|| format!("cannot truncate {}", path.display()))?;
+        }
         Self::begin(file, path, header)
     }
 
@@ -121,7 +128,10 @@ impl Recorder {
                 .open(&p)
             {
                 Ok(file) => {
-                    lock(&file, &p)?;
+                    // Another process may have taken it between creation and lock.
+                    if lock(&file, &p).is_err() {
+                        continue;
+                    }
                     return Self::begin(file, &p, header);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
@@ -132,8 +142,9 @@ impl Recorder {
             }
         }
         anyhow::bail!(
-            "{} and {FRESH_NAMES} numbered names beside it exist: not recording over them",
-            path.display()
+            "{} and the numbered names beside it up to -{} exist: not recording over them",
+            path.display(),
+            FRESH_NAMES - 1
         )
     }
 
@@ -200,7 +211,9 @@ impl Recorder {
                     true
                 }
                 Some(_) => false,
-                None => !until.is_empty(),
+                // Forwards while the requests waited for answer, unless one from
+                // before the recording shares them.
+                None => !until.is_empty() && self.before.is_empty(),
             };
         }
         match d.request() {

@@ -274,10 +274,14 @@ pub fn parse_key(s: &str) -> Result<KeySpec> {
         // A typed character carries its shift state (`X`, `?`): the terminal never
         // reports shift with it, so `shift-x` could never be pressed.
         if mods.iter().any(|m| m == "shift") {
-            bail!(
-                "shift with a character can never be pressed as written: write the shifted character itself (`{}`)",
-                c.to_uppercase()
-            );
+            let others: Vec<&String> = mods.iter().filter(|m| *m != "shift").collect();
+            if others.is_empty() {
+                bail!(
+                    "shift with a character can never be pressed as written: write the character shift types (`{}` for a letter)",
+                    c.to_uppercase()
+                );
+            }
+            bail!("shift with a character can never be pressed as written: drop `shift-` (the terminal reports ctrl and alt with the plain key)");
         }
         if mods.iter().any(|m| m == "ctrl" || m == "alt") {
             c.to_ascii_lowercase().to_string()

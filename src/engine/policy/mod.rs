@@ -207,7 +207,7 @@ impl BlockPolicy {
     }
 
     /// A judged round's branch rows and the one that hit.
-    pub fn observe_rows(&mut self, built: &[RowKey], hit: Option<super::events::BranchKind>) {
+    pub fn observe_rows(&mut self, built: &[RowKey], hit: Option<usize>) {
         self.hits.record(built, hit);
     }
 

@@ -56,8 +56,9 @@ const KINDS: [BranchKind; 4] = [
 ];
 
 /// What a row's hit rate is conditioned on: its kind, the block size and a signal
-/// band (a correction: its position's margin below [`CLOSE_MARGIN`]; the
-/// continuation: a draft with no risky position).
+/// band (a correction: its position's margin below [`CLOSE_MARGIN`], band 2 for the
+/// next alternative at a position that already has one; the continuation: a draft
+/// with no risky position).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct RowKey {
     pub kind: BranchKind,
@@ -66,6 +67,11 @@ pub struct RowKey {
 }
 
 impl RowKey {
+    /// A second alternative at the same position (the table's P1 with its 3rd choice).
+    pub fn next_alternative(self) -> Self {
+        Self { band: 2, ..self }
+    }
+
     /// The key of a row of `kind` for a block of `block`: `margin` is the draft's
     /// margin at a correction's position, `risky` the draft's risky positions.
     pub fn of(kind: BranchKind, block: usize, margin: Option<f32>, risky: usize) -> Self {
@@ -110,6 +116,13 @@ impl HitRates {
         shrunk(self.by_band.get(&key), self.block_rate(key.kind, key.block))
     }
 
+    /// `block_rate` plus one standard error (see `optimistic`).
+    pub fn block_optimistic(&self, kind: BranchKind, block: usize) -> f64 {
+        let p = self.block_rate(kind, block);
+        let n = self.by_block.get(&(kind, block)).map_or(0, |c| c.built) as f64;
+        (p + (p * (1.0 - p) / (n + SHRINK)).sqrt()).min(1.0)
+    }
+
     /// P(hit) a row is priced with: the estimate plus one standard error, so a key
     /// that missed a few times early is still tried now and then until its rows have
     /// said enough (a dropped row teaches nothing; optimism is the only exploration).
@@ -139,14 +152,15 @@ impl HitRates {
         (self.hit_rounds as f64 + 0.3 * SHRINK) / (self.rounds as f64 + SHRINK)
     }
 
-    /// A judged round's rows (those built) and the one that hit, if any.
-    pub fn record(&mut self, built: &[RowKey], hit: Option<BranchKind>) {
+    /// A judged round's rows (those built) and the index of the one that hit, if any
+    /// (two rows of one kind can ride; only one of them hits).
+    pub fn record(&mut self, built: &[RowKey], hit: Option<usize>) {
         if !built.is_empty() {
             self.rounds += 1;
             self.hit_rounds += usize::from(hit.is_some());
         }
-        for key in built {
-            let won = usize::from(hit == Some(key.kind));
+        for (i, key) in built.iter().enumerate() {
+            let won = usize::from(hit == Some(i));
             for c in [
                 self.by_kind.entry(key.kind).or_default(),
                 self.by_block.entry((key.kind, key.block)).or_default(),
@@ -238,9 +252,10 @@ pub fn expected_rows_ms(hits: &HitRates, cost: &CostModel, load: RowLoad, priced
     let saving = load.saving_ms(cost, hits.reuse());
     let (mut spent, mut saves) = (0.0, 0.0);
     for &k in &KINDS {
+        // The same estimate the rows are priced with after the draft.
         let (ms, p) = (
             load.row_ms(cost, typical_len(k, load.block)),
-            hits.block_rate(k, load.block),
+            hits.block_optimistic(k, load.block),
         );
         if !priced || p * saving >= ms {
             let share = hits.share(k, load.block);

@@ -369,9 +369,16 @@ fn hit_rates_learn_per_kind_block_and_band_and_stay_open() {
     let mut h = HitRates::default();
     let prior = h.rate(p1(0.1));
     for _ in 0..40 {
-        h.record(&[p1(0.1)], Some(BranchKind::Correction { rank: 1 }));
+        h.record(&[p1(0.1)], Some(0));
         h.record(&[p1(0.4)], None);
     }
+    // Two rows of one kind in a round, the second hit: only it is credited.
+    let mut two = HitRates::default();
+    for _ in 0..40 {
+        two.record(&[p1(0.1), p1(0.1).next_alternative()], Some(1));
+    }
+    assert!(two.rate(p1(0.1)) < 0.2, "{two:?}");
+    assert!(two.rate(p1(0.1).next_alternative()) > 0.8, "{two:?}");
     // The close-margin band hits, the other does not; the estimates part.
     assert!(h.rate(p1(0.1)) > 0.8 && h.rate(p1(0.4)) < 0.2, "{h:?}");
     assert!(prior > 0.2 && prior < 0.5);

@@ -267,7 +267,13 @@ impl Scheduler {
             }
         };
         for mut group in groups.into_iter().filter(|g| !g.is_empty()) {
-            self.draft_group(&mut group, live.len(), sink)?;
+            // The requests that share this group's forwards: all of them when packed,
+            // the bucket's with the reference's buckets.
+            let sharing = match self.batching {
+                Batching::Packed => live.len(),
+                Batching::ByBlock => group.len(),
+            };
+            self.draft_group(&mut group, sharing, sink)?;
             self.verify_group(group, sink)?;
         }
         self.finish_done(sink);
@@ -535,7 +541,17 @@ impl Scheduler {
             .map(|br| {
                 let margin =
                     (br.at >= 1 && br.at <= p.draft.len()).then(|| p.draft[br.at - 1].margin);
-                let key = RowKey::of(br.kind, p.block_size, margin, p.risky.len());
+                (br, RowKey::of(br.kind, p.block_size, margin, p.risky.len()))
+            })
+            .collect::<Vec<_>>()
+            .iter()
+            .enumerate()
+            .map(|(i, (br, key))| {
+                // The table's second candidate at a position has its own hit rate.
+                let again = branches[..i]
+                    .iter()
+                    .any(|b| b.kind == br.kind && b.at == br.at);
+                let key = if again { key.next_alternative() } else { *key };
                 (br.tokens.len(), key)
             })
             .collect();

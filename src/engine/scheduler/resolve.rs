@@ -93,6 +93,7 @@ impl Scheduler {
             self.policy.observe_advance(b, &h, verdict.advance());
         }
         let mut hit: Option<BranchKind> = None;
+        let mut hit_row: Option<usize> = None;
         if !p.branches.is_empty() {
             let cont_first = p
                 .branches
@@ -108,6 +109,7 @@ impl Scheduler {
             };
             if let BranchOutcome::Hit { index, kind } = outcome {
                 hit = Some(kind);
+                hit_row = Some(index);
                 if !ends {
                     let (sig, tok) = &predicted[index];
                     r.pending = Some(Pending {
@@ -118,7 +120,7 @@ impl Scheduler {
                 }
             }
             if !ended {
-                self.policy.observe_rows(&p.row_keys, hit);
+                self.policy.observe_rows(&p.row_keys, hit_row);
             }
             sink.emit(DecodeEvent::BranchResolved {
                 req: id,
