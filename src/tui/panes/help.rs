@@ -43,14 +43,14 @@ pub const LEGEND: &[(&str, &str)] = &[
     ("◀", "the block size chosen among the candidates"),
     ("[a b …]", "a branch row's first drafted tokens"),
     ("drafts saved", "draft forwards skipped because a branch row hit"),
+    ("rows ride / dropped", "the branch rows the row table asked for this round, priced at this load: a row rides in the verify forward when its chance of a hit × the draft forward it would spare covers what it adds; \"+24% verify price for 0.53 drafts expected saved\": the rows add 24% to this request's share of the verify forward and are expected to spare 0.53 draft forwards (each worth more than a row where forwards are memory-bound, as on a GPU at low load)"),
+    ("priced as", "status line: whose prices the block size and rows are decided by: a GPU's roofline profile (modeled, the default: \"B200 · NLD-8B\"), or this machine's measured one (--cost-profile cpu)"),
     ("branches (br)", "history: by kind, branch rows that hit / rows built, then the hit rate over all kinds; \"branch\" or \"br\" and fewer parts where the pane is narrow"),
     ("mean acceptance (acc)", "history title: tokens a round advanced (accepted drafts + the bonus), averaged over the session's rounds; an answer's last round counts the tokens it kept, as in bench and eval"),
     ("request N live", "the round pane follows the newest round of request N while it answers (\"latest\" once it is done, \"replay\" in a replay; \"past\" when you walk back with Alt+←)"),
     ("history bars (adv/B)", "one per round: height = tokens advanced (kept, in an answer's last round) ÷ block size; colour: full block, reject, reused branch"),
     ("family histogram", "per prompt family: how many rounds advanced 1, 2, ≤4, ≤8 … tokens, bar height relative to the family's most common"),
     ("origin colours (Ctrl+O)", "answer tokens coloured by where they came from: the accepted colour for accepted draft tokens, the bonus colour for bonus tokens, the branch colour for tokens of a reused branch row"),
-    ("rows ride / dropped", "the branch rows the row table asked for this round, priced at this load: a row rides in the verify forward when its chance of a hit × the draft forward it would spare covers what it adds; \"+24% verify price for 0.53 drafts expected saved\": the rows add 24% to this request's share of the verify forward and are expected to spare 0.53 draft forwards (each worth more than a row where forwards are memory-bound, as on a GPU at low load)"),
-    ("priced as", "status line: whose prices the block size and rows are decided by: a GPU's roofline profile (modeled, the default: \"B200 · NLD-8B\"), or this machine's measured one (--cost-profile cpu)"),
 ];
 
 /// Why speculation does or does not pay on this machine.
