@@ -121,8 +121,81 @@ impl SurvivalTables {
     pub fn from_file(path: &Path) -> Result<Self> {
         let text = crate::read_bounded(path, 16 << 20)
             .with_context(|| format!("cannot read survival tables {}", path.display()))?;
-        serde_json::from_str(&text)
-            .with_context(|| format!("invalid survival tables {}", path.display()))
+        let t: Self = serde_json::from_str(&text)
+            .with_context(|| format!("invalid survival tables {}", path.display()))?;
+        t.check()
+            .with_context(|| format!("invalid survival tables {}", path.display()))?;
+        Ok(t)
+    }
+
+    /// What `specscope survival` writes, field by field: the signal it bins, ascending
+    /// finite edges, an `all` stratum, and for each block size of 2 to 256 one curve
+    /// per bin of exactly B survival probabilities in 0..1, non-increasing (a chance
+    /// of advancing at least k tokens cannot grow with k).
+    pub fn check(&self) -> Result<()> {
+        use anyhow::ensure;
+        ensure!(
+            self.signal == "verify_entropy_ma2",
+            "field `signal` is {:?}: the tables are binned by \"verify_entropy_ma2\"",
+            self.signal
+        );
+        ensure!(
+            self.edges.len() <= 1024,
+            "field `edges`: more than 1024 bins"
+        );
+        for w in self.edges.windows(2) {
+            ensure!(
+                w[0].is_finite() && w[1].is_finite() && w[0] < w[1],
+                "field `edges` must rise: {} then {}",
+                w[0],
+                w[1]
+            );
+        }
+        ensure!(
+            self.edges.iter().all(|e| e.is_finite()),
+            "field `edges` holds a number that is not finite"
+        );
+        ensure!(
+            self.strata.contains_key("all"),
+            "field `strata` has no `all` stratum (the fallback of every other)"
+        );
+        for (name, by_b) in &self.strata {
+            ensure!(!by_b.is_empty(), "stratum `{name}` is empty");
+            for (&b, curves) in by_b {
+                ensure!(
+                    (2..=crate::engine::options::MAX_BLOCK).contains(&b),
+                    "stratum `{name}`: block size {b} is outside 2 to 256"
+                );
+                ensure!(
+                    !curves.is_empty() && curves.len() <= self.edges.len() + 1,
+                    "stratum `{name}`, B = {b}: {} curves for {} bins",
+                    curves.len(),
+                    self.edges.len() + 1
+                );
+                for (i, c) in curves.iter().enumerate() {
+                    ensure!(
+                        c.len() == b,
+                        "stratum `{name}`, B = {b}, bin {i}: {} values, expected {b}",
+                        c.len()
+                    );
+                    for (k, w) in c.windows(2).enumerate() {
+                        ensure!(
+                            w[1] <= w[0] + 1e-9,
+                            "stratum `{name}`, B = {b}, bin {i}: S({}) = {} rises above S({}) = {}",
+                            k + 2,
+                            w[1],
+                            k + 1,
+                            w[0]
+                        );
+                    }
+                    ensure!(
+                        c.iter().all(|x| x.is_finite() && (0.0..=1.0).contains(x)),
+                        "stratum `{name}`, B = {b}, bin {i}: a survival probability outside 0..1"
+                    );
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Flat tables with NLD-8B's same-state mean acceptance (A8 5.78, A16 8.53,
@@ -366,6 +439,50 @@ mod tests {
         assert!(t.strata.contains_key("b16_partial"));
         // Missing signal: the marginal.
         assert!((t.value(32, None, None) - (22.0 + 2.5) / 2.0).abs() < 1e-9);
+    }
+
+    /// Every way a tables file can say what no `survival` run writes: refused, naming
+    /// the field; the shipped tables and the reference marginal pass.
+    #[test]
+    fn tables_files_are_checked_field_by_field() {
+        SurvivalTables::builtin().check().unwrap();
+        SurvivalTables::marginal_reference().check().unwrap();
+        let good: serde_json::Value = serde_json::from_str(BUILTIN_TABLES).unwrap();
+        type Edit = fn(&mut serde_json::Value);
+        let edits: [(&str, Edit); 9] = [
+            ("signal", |v| v["signal"] = "temperature".into()),
+            ("edges", |v| v["edges"] = serde_json::json!([0.5, 0.1])),
+            ("`all`", |v| {
+                v["strata"].as_object_mut().unwrap().remove("all");
+            }),
+            ("empty", |v| v["strata"]["all"] = serde_json::json!({})),
+            ("outside 0..1", |v| {
+                v["strata"]["all"]["8"][0][0] = 5.0.into()
+            }),
+            ("outside 0..1", |v| {
+                let c = v["strata"]["all"]["8"][0].as_array_mut().unwrap();
+                let n = c.len();
+                c[n - 1] = (-1.0).into();
+            }),
+            ("values", |v| {
+                v["strata"]["all"]["8"][0].as_array_mut().unwrap().pop();
+            }),
+            ("rises", |v| v["strata"]["all"]["8"][0][3] = 1.0.into()),
+            ("block size", |v| {
+                let c = v["strata"]["all"]["8"].clone();
+                v["strata"]["all"]["1000"] = c;
+            }),
+        ];
+        for (needle, edit) in edits {
+            let mut v = good.clone();
+            edit(&mut v);
+            let t: SurvivalTables = match serde_json::from_value(v) {
+                Ok(t) => t,
+                Err(e) => panic!("{needle}: {e}"),
+            };
+            let e = t.check().unwrap_err().to_string();
+            assert!(e.contains(needle), "{needle}: {e}");
+        }
     }
 
     #[test]
