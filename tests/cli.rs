@@ -784,3 +784,38 @@ fn an_empty_prompt_is_refused() {
         assert_clean_error(&o, "--prompt is empty");
     }
 }
+
+/// A draft adapter holding infinities: `inspect` refuses it as `run` does, rather than
+/// printing `null` logits.
+#[test]
+fn non_finite_adapter_weights_are_refused_by_inspect_and_run() {
+    let dir = checkpoint(&Spec {
+        lora_rank: Some(4),
+        ..Spec::toy()
+    });
+    let p = dir
+        .path()
+        .join("linear_spec_lora/adapter_model.safetensors");
+    let mut t = candle_core::safetensors::load(&p, &candle_core::Device::Cpu).unwrap();
+    for v in t.values_mut() {
+        *v = (v.ones_like().unwrap() * f64::INFINITY).unwrap();
+    }
+    candle_core::safetensors::save(&t, &p).unwrap();
+    let m = dir_arg(dir.path());
+    for args in [
+        vec!["inspect", "--model", &m, "--prompt", "hi"],
+        vec![
+            "run",
+            "--model",
+            &m,
+            "--prompt",
+            "hi",
+            "--max-new-tokens",
+            "8",
+            "--mode",
+            "linear",
+        ],
+    ] {
+        assert_clean_error(&run(&args), "non-finite logits");
+    }
+}

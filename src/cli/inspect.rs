@@ -27,6 +27,12 @@ pub struct InspectArgs {
 /// The `k` largest logits of a (vocab,) row as `[{id, logit, text}]`.
 fn top_k(logits: &Tensor, k: usize, tok: &TextTokenizer) -> Result<Value> {
     let v: Vec<f32> = logits.to_vec1()?;
+    // As decoding refuses them: a NaN or infinite logit (written as JSON `null`) means
+    // weights or config numbers that cannot be used.
+    ensure!(
+        v.iter().all(|x| x.is_finite()),
+        "the model produced non-finite logits (NaN or infinity): its weights (the draft adapter's too) hold NaN/inf values, or config.json's numbers are unusable"
+    );
     let mut idx: Vec<usize> = (0..v.len()).collect();
     idx.sort_by(|&a, &b| v[b].total_cmp(&v[a]).then(a.cmp(&b)));
     Ok(Value::Array(
