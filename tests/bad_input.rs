@@ -677,3 +677,59 @@ fn add_adapter_tensor(dir: &Path, name: &str) {
     t.insert(name.to_string(), like);
     candle_core::safetensors::save(&t, &p).unwrap();
 }
+
+/// A safetensors header whose tensors share bytes (each of several pairs of tensors of
+/// one size pointed at the same data): refused naming both, not loaded twice.
+#[test]
+fn overlapping_tensors_in_a_weight_file_are_refused() {
+    let base = common::checkpoint(&Spec::toy());
+    let bytes = std::fs::read(base.path().join("model.safetensors")).unwrap();
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+    let len = |e: &serde_json::Value| {
+        let o = e["data_offsets"].as_array().unwrap();
+        o[1].as_u64().unwrap() - o[0].as_u64().unwrap()
+    };
+    let names: Vec<String> = header
+        .keys()
+        .filter(|k| *k != "__metadata__")
+        .cloned()
+        .collect();
+    let mut cases = 0;
+    for (i, a) in names.iter().enumerate() {
+        let Some(b) = names[i + 1..]
+            .iter()
+            .find(|b| len(&header[b.as_str()]) == len(&header[a.as_str()]))
+        else {
+            continue;
+        };
+        let mut h = header.clone();
+        let offsets = header[a.as_str()]["data_offsets"].clone();
+        h.insert(b.clone(), {
+            let mut e = header[b.as_str()].clone();
+            e["data_offsets"] = offsets;
+            e
+        });
+        let mut text = serde_json::to_vec(&h).unwrap();
+        if text.len() > n {
+            continue;
+        }
+        text.resize(n, b' ');
+        let dir = common::checkpoint(&Spec::toy());
+        let mut out = bytes[..8].to_vec();
+        out.extend_from_slice(&text);
+        out.extend_from_slice(&bytes[8 + n..]);
+        std::fs::write(dir.path().join("model.safetensors"), out).unwrap();
+        let e = load_err(dir.path());
+        assert!(
+            e.contains("overlap") && e.contains("model.safetensors"),
+            "{a} {b}: {e}"
+        );
+        cases += 1;
+        if cases == 6 {
+            break;
+        }
+    }
+    assert!(cases >= 3, "{cases}");
+}

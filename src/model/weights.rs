@@ -118,6 +118,26 @@ fn header(file: &mut File, name: &str, shard: usize) -> Result<Vec<(String, Tens
             },
         ));
     }
+    // Two tensors sharing bytes would load the same numbers twice (a hand-edited or
+    // corrupt header): safetensors files lay their tensors end to end.
+    let mut spans: Vec<(u64, u64, &str)> = out
+        .iter()
+        .filter(|(_, e)| e.len > 0)
+        .map(|(t, e)| (e.start, e.start + e.len, t.as_str()))
+        .collect();
+    spans.sort_unstable();
+    for w in spans.windows(2) {
+        ensure!(
+            w[1].0 >= w[0].1,
+            "{name}: tensors `{}` and `{}` overlap in the file (bytes {}..{} and {}..{})",
+            w[0].2,
+            w[1].2,
+            w[0].0,
+            w[0].1,
+            w[1].0,
+            w[1].1
+        );
+    }
     Ok(out)
 }
 
