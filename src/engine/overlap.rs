@@ -262,6 +262,53 @@ mod tests {
         (block, draft, risky)
     }
 
+    /// A miss is stated against the positions of the correction rows built, which may
+    /// be fewer than the risky positions: for every reject position of a block whose
+    /// risky positions outnumber its rows, the reason names rows, and it is "after"
+    /// exactly when the reject is past the last row's position.
+    #[test]
+    fn miss_reasons_name_the_rows_built_not_every_risky_position() {
+        let block: Vec<u32> = (10..18).collect();
+        let draft: Vec<PosSignals> = (1..8)
+            .map(|i| sig(block[i], 40 + i as u32, [2, 3, 6].contains(&i)))
+            .collect();
+        let risky = risky_positions(&draft, 0.5);
+        assert_eq!(risky, vec![2, 3, 6]);
+        let br = plan_branches(
+            &block,
+            &draft,
+            &risky,
+            RowTable::NoP3,
+            MASK,
+            &[MASK],
+            room(),
+        );
+        let last_row = br
+            .iter()
+            .filter(|b| b.alt.is_some())
+            .map(|b| b.at)
+            .max()
+            .unwrap();
+        assert_eq!(last_row, 3, "two correction rows for three risky positions");
+        for q in 1..8usize {
+            let mut v = block[1..].to_vec();
+            v.push(99);
+            v[q - 1] = 77; // the verifier's token at position q differs from every alt
+            let verdict = verify(&block, &v);
+            let BranchOutcome::Miss { reason } = resolve(&br, &verdict, None) else {
+                continue;
+            };
+            if reason == MissReason::WrongCandidate {
+                continue; // a row at the reject, with another token
+            }
+            assert!(
+                reason.describe().contains("correction row"),
+                "{q}: {reason:?}"
+            );
+            assert_eq!(reason == MissReason::After, q > last_row, "{q}: {reason:?}");
+        }
+    }
+
     /// The corrections-only table (the row ablation) never builds the continuation.
     #[test]
     fn the_corrections_table_builds_no_continuation() {

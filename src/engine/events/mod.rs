@@ -219,9 +219,11 @@ impl MissReason {
     pub fn describe(self) -> &'static str {
         match self {
             MissReason::NoBranches => "no branch rows",
-            MissReason::Before => "rejected before the first risky position",
-            MissReason::Between => "rejected between risky positions",
-            MissReason::After => "rejected after the last risky position",
+            // Said of the correction rows built (the risky positions they re-draft
+            // from): a risky position without a row does not count.
+            MissReason::Before => "rejected before the first correction row's position",
+            MissReason::Between => "rejected between the correction rows' positions",
+            MissReason::After => "rejected after the last correction row's position",
             MissReason::WrongCandidate => "verifier chose another token",
             MissReason::ContinuationMiss => "continuation guessed another bonus",
             MissReason::ContinuationAbsent => "full block, no continuation built",
