@@ -49,14 +49,14 @@ pub fn cut_middle(text: &str, max: usize) -> String {
     format!("{head}…{tail}")
 }
 
-/// "B200 prices" for "B200 · NLD-8B (modeled)", "CPU prices" for "this CPU (measured)".
+/// "B200" for "B200 · NLD-8B (modeled)", "CPU" for "this CPU (measured)".
 fn short_prices(prices: &str) -> String {
-    let head = prices
+    prices
         .trim_start_matches("this ")
         .split([' ', '·'])
         .next()
-        .unwrap_or(prices);
-    format!("{head} prices")
+        .unwrap_or(prices)
+        .to_string()
 }
 
 /// The line's first word.
@@ -231,6 +231,7 @@ fn draw_with(
         left = left.tiered(
             [
                 format!("priced as {}", s.session.prices),
+                format!("{} prices", short_prices(&s.session.prices)),
                 short_prices(&s.session.prices),
                 String::new(),
             ],
