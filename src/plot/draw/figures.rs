@@ -240,33 +240,46 @@ pub fn throughput(s: &[ConcurrencySeries], caption: &str, pal: &Palette) -> Resu
             charts.push(("tokens/s modeled by the cost profile", pick(|p| p.3)));
         }
         for ((y_desc, series), area) in charts.iter().zip(&panels) {
-            let x = range(
-                series
-                    .iter()
-                    .flat_map(|s| s.points.iter().map(|p| p.0.max(1.0).log2())),
-                false,
-            );
-            let y = range(
-                series.iter().flat_map(|s| s.points.iter().map(|p| p.1)),
-                true,
-            );
-            lines(
-                &Lines {
-                    title: y_desc.to_string(),
-                    x_desc: "concurrency C (log scale)",
-                    y_desc,
-                    x,
-                    y,
-                    log_x: true,
-                    percent_y: false,
-                },
-                series,
-                area,
-                pal,
-            )?;
+            against_concurrency(y_desc, y_desc, series, true, area, pal)?;
         }
         Ok(())
     })
+}
+
+/// A line chart of `series` against concurrency (log scale); `from_zero`: the y axis
+/// starts at 0.
+fn against_concurrency(
+    title: &str,
+    y_desc: &str,
+    series: &[Series],
+    from_zero: bool,
+    area: &DrawingArea<SVGBackend, Shift>,
+    pal: &Palette,
+) -> Result<()> {
+    let x = range(
+        series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.0.max(1.0).log2())),
+        false,
+    );
+    let y = range(
+        series.iter().flat_map(|s| s.points.iter().map(|p| p.1)),
+        from_zero,
+    );
+    lines(
+        &Lines {
+            title: title.to_string(),
+            x_desc: "concurrency C (log scale)",
+            y_desc,
+            x,
+            y,
+            log_x: true,
+            percent_y: false,
+        },
+        series,
+        area,
+        pal,
+    )
 }
 
 /// Figure 4b: RecGuide's modeled speed-up over each fixed block size against
@@ -306,27 +319,11 @@ pub fn speedup(s: &[(String, Vec<(usize, f64)>)], caption: &str, pal: &Palette) 
                 marker: None,
             });
         }
-        let x = range(
-            series
-                .iter()
-                .flat_map(|s| s.points.iter().map(|p| p.0.max(1.0).log2())),
-            false,
-        );
-        let y = range(
-            series.iter().flat_map(|s| s.points.iter().map(|p| p.1)),
-            false,
-        );
-        lines(
-            &Lines {
-                title: "modeled tokens/s, RecGuide ÷ LinearSS B".into(),
-                x_desc: "concurrency C (log scale)",
-                y_desc: "speed-up (modeled)",
-                x,
-                y,
-                log_x: true,
-                percent_y: false,
-            },
+        against_concurrency(
+            "modeled tokens/s, RecGuide ÷ LinearSS B",
+            "speed-up (modeled)",
             &series,
+            false,
             &body,
             pal,
         )
