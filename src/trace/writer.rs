@@ -294,20 +294,30 @@ impl Drop for Recorder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::reader::{parse_trace, read_trace};
+    use crate::trace::reader::{parse_trace, read_trace, Trace};
+
+    /// The bundled demo recording.
+    fn demo() -> Trace {
+        read_trace(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo.jsonl"))
+            .unwrap()
+    }
+
+    /// Its events but the closing summary.
+    fn events_before_the_end(trace: &Trace) -> Vec<&TraceEvent> {
+        trace
+            .events
+            .iter()
+            .map(|e| &e.event)
+            .filter(|e| !matches!(e, TraceEvent::Session(SessionEvent::SessionEnd { .. })))
+            .collect()
+    }
 
     /// Started part way through the demo's first request (as F9 while an answer
     /// streams): the file holds the requests after it, whole, and reads.
     #[test]
     fn a_recording_started_mid_answer_holds_whole_requests() {
-        let demo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo.jsonl");
-        let trace = read_trace(&demo).unwrap();
-        let events: Vec<&TraceEvent> = trace
-            .events
-            .iter()
-            .map(|e| &e.event)
-            .filter(|e| !matches!(e, TraceEvent::Session(SessionEvent::SessionEnd { .. })))
-            .collect();
+        let trace = demo();
+        let events = events_before_the_end(&trace);
         let mid = events
             .iter()
             .position(|e| matches!(e, TraceEvent::Decode(DecodeEvent::Verified { req: 1, .. })))
@@ -345,8 +355,7 @@ mod tests {
     }
 
     fn demo_header() -> TraceHeader {
-        let demo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo.jsonl");
-        read_trace(&demo).unwrap().header
+        demo().header
     }
 
     /// Every subset of taken names among `a.jsonl`, `a-2.jsonl` … `a-5.jsonl`: a new
@@ -430,14 +439,8 @@ mod tests {
     /// holds whole requests and reads, for every request the stop can come during.
     #[test]
     fn a_stop_mid_answer_waits_for_the_answer_in_flight() {
-        let demo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo.jsonl");
-        let trace = read_trace(&demo).unwrap();
-        let events: Vec<&TraceEvent> = trace
-            .events
-            .iter()
-            .map(|e| &e.event)
-            .filter(|e| !matches!(e, TraceEvent::Session(SessionEvent::SessionEnd { .. })))
-            .collect();
+        let trace = demo();
+        let events = events_before_the_end(&trace);
         let started: Vec<usize> = (0..events.len())
             .filter(|&i| {
                 matches!(
