@@ -2,7 +2,7 @@
 //!
 //!   cargo run --release --example load_memory -- MODEL_DIR [DTYPE]
 //!
-//! Loads MODEL_DIR (e.g. one written by `synthetic_checkpoint ... nld-1b bf16`) in a
+//! Loads MODEL_DIR (e.g. one written by `specscope synthetic DIR --geometry nld-1b`) in a
 //! child process on the CPU with `--dtype` DTYPE (default bf16) and prints the
 //! weights' bytes in memory, the process's resident memory before loading, its peak
 //! during loading (VmHWM) and the peak's growth over the weights. Linux only (reads

@@ -1,123 +1,216 @@
 #!/usr/bin/env bash
-# One command for a person with a GPU: builds with CUDA, runs the device tests, the
-# profile and a bench over concurrency on the GPU, and writes one report.
+# The GPU check, from a prebuilt binary: no cargo, no network, nothing large carried.
+# It writes its own NLD-geometry checkpoint, and a short report of what ran and what
+# failed, step by step.
 #
-#   scripts/gpu-check.sh [MODEL] [OUT_DIR]
+#   scripts/gpu-check.sh [OUT_DIR]
 #
-# MODEL: a hub id or a local model directory (default: the bundled model; a real
-# checkpoint such as a local copy of Nemotron-Labs-Diffusion-8B is what the GPU path
-# is for). OUT_DIR (default gpu-check-DATE) receives report.txt, report.json and every
-# step's log and output.
+# Steps, in order of value (a step that no longer fits the time left is skipped):
+#   env        the GPU, the driver, the binary and the CUDA libraries it will load
+#   check      the fused kernel's self-check; bf16 on the device against f32 on the CPU
+#              (top-1 agreement); every mode = AR on the device (bundled model)
+#   synthetic  a random checkpoint of $GEOMETRY (NLD-8B in bf16 by default) in $WORK
+#   latency    forward ms against query tokens (1 … 4096) and context, one row
+#   profile    rows × tokens × context as a cost profile (`--cost-profile FILE` reads
+#              it), each point beside the roofline model's ms for this GPU
+#   bench      AR, LinearSS and RecGuide over C = 1 … 64 on the synthetic checkpoint
+#              (tokens meaningless, forwards and times real): measured tokens/s beside
+#              the modeled ones
 #
-# Environment: CUDA_COMPUTE_CAP (default: nvidia-smi's, e.g. 90 for an H100/H200),
-# CARGO_TARGET_DIR (default target-cuda), CONCURRENCY (default 1,2,4,8,16,32,64),
-# LIMIT (prompts per family for the bench, default 4), MAX_NEW (default 128).
-# GPU_CHECK_DEVICE=cpu runs the same steps on the CPU without the cuda feature (a
-# check of the script itself; nothing about the GPU).
+# OUT_DIR (default gpu-check-DATE) receives at most 7 small files: report.txt,
+# report.json, steps.log and each step's JSON (check, latency, profile, bench).
+#
+# Environment:
+#   SPECSCOPE_BIN     the binary [target-cuda/release/specscope; built with cargo
+#                     first when it is missing and cargo is here]
+#   GPU_CHECK_DEVICE  cuda [default], or cpu: the same steps at toy sizes, a check of
+#                     the script and of the binary without a GPU
+#   GEOMETRY          synthetic geometry [nld-8b on cuda, toy on cpu]
+#   GPU               roofline GPU to compare with: b200, h200 or h100 [from nvidia-smi]
+#   MODEL             the model `check` runs [the bundled model]
+#   BUDGET            seconds for everything [480]
+#   WORK              where the checkpoint goes (17 GB for nld-8b) [a temporary
+#                     directory, removed at the end]
+#   CUDA_LIB_DIRS     extra directories to search for the CUDA libraries (colon-separated)
 set -uo pipefail
 cd "$(dirname "$0")/.."
+start_all=$(date +%s)
 
-model="${1:-}"
-out="${2:-gpu-check-$(date -u +%Y%m%d-%H%M%S)}"
+out="${1:-gpu-check-$(date -u +%Y%m%d-%H%M%S)}"
 device="${GPU_CHECK_DEVICE:-cuda}"
-concurrency="${CONCURRENCY:-1,2,4,8,16,32,64}"
-limit="${LIMIT:-4}"
-max_new="${MAX_NEW:-128}"
+budget="${BUDGET:-480}"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
-export CARGO_TERM_COLOR=never
+log="$out/steps.log"
+: >"$log"
+bin="${SPECSCOPE_BIN:-target-cuda/release/specscope}"
+work="${WORK:-$(mktemp -d)}"
+[ -n "${WORK:-}" ] || trap 'rm -rf "$work"' EXIT
 
-features=()
 if [ "$device" = cuda ]; then
-  features=(--features cuda)
-  export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target-cuda}"
-  if [ -z "${CUDA_COMPUTE_CAP:-}" ] && command -v nvidia-smi >/dev/null 2>&1; then
-    CUDA_COMPUTE_CAP="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d '.')"
+  geometry="${GEOMETRY:-nld-8b}"
+  gpu_line="$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)"
+  if [ -z "${GPU:-}" ]; then
+    case "$gpu_line" in
+      *B200*) GPU=b200 ;; *H200*) GPU=h200 ;; *) GPU=h100 ;;
+    esac
   fi
-  export CUDA_COMPUTE_CAP="${CUDA_COMPUTE_CAP:-80}"
-  gpu="$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)"
+  # Sizes of a GPU run.
+  check_args=(--dtype bf16 --limit 2 --max-new-tokens 48 --concurrency 1,8)
+  latency_args=(--rows 1 --tokens 1,2,4,8,16,32,64,128,256,512,1024,2048,4096 --cache 0,1024,4096 --repeats 3)
+  profile_args=(--rows 1,2,4,8,16,32,64 --tokens 1,4,8,16,32 --cache 256,1024 --repeats 3)
+  bench_args=(--concurrency 1,2,4,8,16,32,64 --limit 22 --max-new-tokens 24 --blocks 16,32)
+  timeouts=(check=110 synthetic=100 latency=60 profile=90 bench=170)
 else
-  export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}"
-  gpu="none (GPU_CHECK_DEVICE=$device)"
+  geometry="${GEOMETRY:-toy}"
+  gpu_line="none (GPU_CHECK_DEVICE=$device)"
+  GPU="${GPU:-h100}"
+  check_args=(--dtype bf16 --limit 1 --max-new-tokens 12 --concurrency 1,2)
+  latency_args=(--rows 1 --tokens 1,8,64 --cache 0,64 --repeats 1)
+  profile_args=(--rows 1,2 --tokens 1,8 --cache 16,64 --repeats 1)
+  bench_args=(--concurrency 1,2 --limit 1 --max-new-tokens 8 --blocks 8)
+  timeouts=(check=120 synthetic=30 latency=30 profile=30 bench=60)
 fi
-bin="$CARGO_TARGET_DIR/release/specscope"
-model_args=(--device "$device")
-if [ -n "$model" ]; then model_args+=(--model "$model"); fi
+timeout_of() {
+  local kv
+  for kv in "${timeouts[@]}"; do [ "${kv%%=*}" = "$1" ] && echo "${kv#*=}"; done
+}
+
+# The CUDA libraries: the binary opens libcublas.so.13 and friends by name at run time
+# (vendor/README.md). A PyTorch install keeps them under site-packages/nvidia/*/lib,
+# which the loader does not search: put every such directory on LD_LIBRARY_PATH.
+lib_dirs=()
+if [ "$device" = cuda ]; then
+  roots=()
+  for py in python3 python; do
+    command -v "$py" >/dev/null 2>&1 || continue
+    while IFS= read -r d; do roots+=("$d"); done < <("$py" -c 'import site, sys
+print("\n".join(site.getsitepackages() + [site.getusersitepackages()]))' 2>/dev/null)
+    break
+  done
+  IFS=: read -r -a extra <<<"${CUDA_LIB_DIRS:-}"
+  for r in "${roots[@]}"; do
+    [ -d "$r/nvidia" ] || continue
+    while IFS= read -r d; do lib_dirs+=("$d"); done < <(find "$r/nvidia" -maxdepth 3 -name 'libcu*.so.*' -printf '%h\n' 2>/dev/null | sort -u)
+  done
+  for d in "${extra[@]}" /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+    [ -n "$d" ] && [ -d "$d" ] && lib_dirs+=("$d")
+  done
+  if [ "${#lib_dirs[@]}" -gt 0 ]; then
+    joined="$(IFS=:; echo "${lib_dirs[*]}")"
+    export LD_LIBRARY_PATH="$joined${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  fi
+fi
 
 names=()
-codes=()
+states=()
 secs=()
-# step NAME COMMAND...: runs it with its output in $out/NAME.log, records status and time.
+# step NAME COMMAND...: runs it under its timeout, output appended to steps.log.
 step() {
   local name="$1"
   shift
-  echo "== $name: $*"
-  local start end
-  start=$(date +%s)
-  "$@" >"$out/$name.log" 2>&1
-  local rc=$?
-  end=$(date +%s)
+  local limit left t0 rc
+  limit="$(timeout_of "$name")"
+  limit="${limit:-60}"
+  left=$((budget - ($(date +%s) - start_all)))
   names+=("$name")
-  codes+=("$rc")
-  secs+=("$((end - start))")
-  if [ "$rc" = 0 ]; then echo "   ok ($((end - start)) s)"; else echo "   FAILED (exit $rc; see $out/$name.log)"; fi
+  if [ "$left" -lt 15 ]; then
+    states+=("skipped (time)")
+    secs+=(0)
+    echo "== $name: skipped, ${left}s of the budget left" | tee -a "$log"
+    return 0
+  fi
+  [ "$limit" -gt "$left" ] && limit="$left"
+  echo "== $name (at most ${limit}s): $*" | tee -a "$log"
+  t0=$(date +%s)
+  timeout --kill-after=5 "$limit" "$@" >>"$log" 2>&1
+  rc=$?
+  secs+=($(($(date +%s) - t0)))
+  case "$rc" in
+    0) states+=("ok") ;;
+    124 | 137) states+=("TIMEOUT after ${limit}s") ;;
+    *) states+=("FAILED, exit $rc") ;;
+  esac
+  echo "   ${states[-1]} ($(($(date +%s) - t0)) s)" | tee -a "$log"
   return 0
 }
 
-step build cargo build --release "${features[@]}" --bin specscope
-export SPECSCOPE_TEST_DEVICE="$device"
-step device-tests cargo test --release "${features[@]}" --test device --test backbone --test lossless --test dtype -- --nocapture
-run_json() {
-  "$bin" run "${model_args[@]}" --json --max-new-tokens 64 \
-    -p "A farmer has 12 apples and buys 5 more. How many apples does the farmer have?" >"$out/run.json"
+if [ ! -x "$bin" ]; then
+  if command -v cargo >/dev/null 2>&1; then
+    features=()
+    [ "$device" = cuda ] && features=(--features cuda)
+    echo "building $bin (no prebuilt binary)" | tee -a "$log"
+    CARGO_TARGET_DIR="${bin%/release/specscope}" CUDA_COMPUTE_CAP="${CUDA_COMPUTE_CAP:-80}" \
+      cargo build --release "${features[@]}" --bin specscope >>"$log" 2>&1 || true
+  fi
+  if [ ! -x "$bin" ]; then
+    echo "gpu-check: no binary at $bin and no cargo to build one: set SPECSCOPE_BIN" | tee -a "$log" >&2
+    exit 1
+  fi
+fi
+
+env_info() {
+  echo "host: $(uname -srm); $(ldd --version 2>/dev/null | head -1)"
+  echo "GPU: $gpu_line"
+  echo "binary: $bin"
+  echo "libraries the binary links (none of CUDA's expected):"
+  ldd "$bin" | sed 's/^/  /'
+  echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+  if [ "$device" = cuda ]; then
+    nvidia-smi || true
+  fi
 }
-step run run_json
-step profile "$bin" profile "${model_args[@]}" --rows 1,2,4,8,16,32,64 --tokens 1,8,16,32 \
-  --cache 256,1024 --repeats 5 --json "$out/profile.json"
-profile_arg=()
-if [ -s "$out/profile.json" ]; then profile_arg=(--cost-profile "$out/profile.json"); fi
-step bench "$bin" bench "${model_args[@]}" --configs ar,linear,recguide --blocks 8,16,32 \
-  --concurrency "$concurrency" --limit "$limit" --max-new-tokens "$max_new" \
-  "${profile_arg[@]}" --json "$out/bench.json"
+# `timeout` runs programs, not functions: env_info runs in a child bash.
+export -f env_info
+export bin gpu_line device
+model_args=(--device "$device")
+[ -n "${MODEL:-}" ] && model_args+=(--model "$MODEL")
+synth="$work/$geometry"
 
-kernel="$(grep -o '"signals_kernel": *"[^"]*"' "$out/run.json" 2>/dev/null | sed 's/.*: *"//; s/"$//')"
-reads="$(grep -o '"bytes_per_position": *[0-9.e+-]*' "$out/run.json" 2>/dev/null | sed 's/.*: *//')"
+step env bash -c env_info
+step check "$bin" check "${model_args[@]}" "${check_args[@]}" --json "$out/check.json"
+step synthetic "$bin" synthetic "$synth" --geometry "$geometry" --force
+step latency "$bin" profile --model "$synth" --device "$device" "${latency_args[@]}" \
+  --roofline "$GPU" --json "$out/latency.json"
+step profile "$bin" profile --model "$synth" --device "$device" "${profile_args[@]}" \
+  --roofline "$GPU" --json "$out/profile.json"
+cost=("--cost-profile" "$GPU-nld8b")
+step bench "$bin" bench --model "$synth" --device "$device" --configs ar,linear,recguide \
+  "${bench_args[@]}" "${cost[@]}" --json "$out/bench.json"
+
 failed=0
-for c in "${codes[@]}"; do [ "$c" = 0 ] || failed=$((failed + 1)); done
-
+for s in "${states[@]}"; do [ "$s" = ok ] || failed=$((failed + 1)); done
 {
-  echo "specscope gpu-check, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (dirty)')"
-  echo "device: $device; GPU: ${gpu:-unknown}; CUDA_COMPUTE_CAP=${CUDA_COMPUTE_CAP:-}"
-  echo "model: ${model:-bundled}"
-  echo "signals kernel: ${kernel:-unknown}"
-  echo "bytes to host per logits position: ${reads:-unknown}"
+  echo "specscope gpu-check, $(date -u +%Y-%m-%dT%H:%M:%SZ), $(($(date +%s) - start_all)) s of ${budget}"
+  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "device: $device; GPU: ${gpu_line:-unknown}; roofline compared: $GPU; geometry: $geometry"
+  searched="${lib_dirs[*]:-}"
+  echo "CUDA libraries searched in: ${searched:-the default paths of the loader}"
   for i in "${!names[@]}"; do
-    printf '%-13s %s (%s s)\n' "${names[$i]}" "$([ "${codes[$i]}" = 0 ] && echo ok || echo "FAILED, exit ${codes[$i]}")" "${secs[$i]}"
+    printf '%-10s %s (%s s)\n' "${names[$i]}" "${states[$i]}" "${secs[$i]}"
   done
-  if [ -f "$out/device-tests.log" ]; then
-    echo "tests:"
-    grep -E '^test result|skipped:' "$out/device-tests.log" | sed 's/^/  /'
-  fi
-  if [ -f "$out/bench.log" ]; then
-    echo "bench (modeled columns priced by the profile measured above):"
-    sed -n '/^config/,$p' "$out/bench.log" | sed 's/^/  /'
-  fi
+  echo
+  echo "check:"
+  sed -n '/^kernel\|^agreement\|^lossless/p' "$log" | sed 's/^/  /'
+  echo "latency and profile (measured/ = measured ÷ the $GPU roofline):"
+  sed -n '/^ *cache  *rows/,/^logits statistics/p' "$log" | sed 's/^/  /'
+  grep -h '^fitted cost' "$log" | sed 's/^/  /'
+  echo "bench (mod = modeled by $GPU-nld8b's roofline prices; tok/s = measured):"
+  sed -n '/^config/,/^mod = /p' "$log" | sed 's/^/  /'
 } >"$out/report.txt"
 
 esc() { printf '%s' "$1" | sed 's/\\/\\\\/g; s/"/\\"/g'; }
 {
-  printf '{\n  "device": "%s",\n  "gpu": "%s",\n  "model": "%s",\n' "$(esc "$device")" "$(esc "${gpu:-}")" "$(esc "${model:-bundled}")"
-  printf '  "commit": "%s",\n  "signals_kernel": "%s",\n' "$(git rev-parse HEAD 2>/dev/null)" "$(esc "${kernel:-}")"
-  printf '  "bytes_per_position": %s,\n  "steps": [\n' "${reads:-null}"
+  printf '{\n  "device": "%s",\n  "gpu": "%s",\n  "roofline": "%s",\n' "$(esc "$device")" "$(esc "${gpu_line:-}")" "$GPU"
+  printf '  "geometry": "%s",\n  "commit": "%s",\n  "steps": [\n' "$geometry" "$(git rev-parse HEAD 2>/dev/null)"
   for i in "${!names[@]}"; do
     sep=","
     [ "$i" = $((${#names[@]} - 1)) ] && sep=""
-    printf '    {"name": "%s", "exit": %s, "secs": %s}%s\n' "${names[$i]}" "${codes[$i]}" "${secs[$i]}" "$sep"
+    printf '    {"name": "%s", "state": "%s", "secs": %s}%s\n' "${names[$i]}" "$(esc "${states[$i]}")" "${secs[$i]}" "$sep"
   done
-  printf '  ],\n  "files": {"profile": "profile.json", "bench": "bench.json", "run": "run.json"}\n}\n'
+  printf '  ],\n  "files": ["check.json", "latency.json", "profile.json", "bench.json", "steps.log"]\n}\n'
 } >"$out/report.json"
 
 cat "$out/report.txt"
-echo "report: $out/report.txt, $out/report.json"
+echo "report: $out/report.txt"
 [ "$failed" = 0 ]

@@ -62,6 +62,10 @@ enum Command {
     Survival(cli::survival::SurvivalArgs),
     /// Train the bundled model: corpus, tokenizer, joint AR + diffusion objective.
     Train(cli::train::TrainArgs),
+    /// Write a random checkpoint with the real tensor names (NLD geometries, for timing).
+    Synthetic(cli::synthetic::SyntheticArgs),
+    /// Check a device against the CPU: the fused kernel, top-1 agreement, every mode = AR.
+    Check(cli::check::CheckArgs),
 }
 
 /// Output to a closed pipe (`specscope trace summary FILE | head`) ends the process
@@ -100,6 +104,8 @@ fn main() -> ExitCode {
         Command::Survival(a) => ok(cli::survival::run(a)),
         Command::Eval(a) => ok(cli::eval::run(a)),
         Command::Plot(a) => ok(cli::plot::run(a)),
+        Command::Synthetic(a) => ok(cli::synthetic::run(a)),
+        Command::Check(a) => cli::check::run(a),
     };
     // The fused kernel turned itself off (its first check on a device failed): say so
     // once, after the screen is gone, whatever the command printed.

@@ -819,3 +819,100 @@ fn non_finite_adapter_weights_are_refused_by_inspect_and_run() {
         assert_clean_error(&run(&args), "non-finite logits");
     }
 }
+
+/// `specscope synthetic` writes a checkpoint the binary runs, and will not replace one
+/// without `--force`.
+#[test]
+fn synthetic_writes_a_checkpoint_and_keeps_an_existing_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("toy");
+    let o = run(&["synthetic", &dir_arg(&out), "--geometry", "toy"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = run(&[
+        "run",
+        "--model",
+        &dir_arg(&out),
+        "-p",
+        "hi",
+        "--max-new-tokens",
+        "4",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = run(&["synthetic", &dir_arg(&out), "--geometry", "toy"]);
+    assert_clean_error(&o, "--force");
+    let o = run(&["synthetic", &dir_arg(&out), "--geometry", "nld-99b"]);
+    assert_clean_error(&o, "nld-8b");
+}
+
+/// A tiled checkpoint (the GPU check's NLD geometries) repeats one random run in each
+/// large tensor, and loads and decodes like any other.
+#[test]
+fn tiled_checkpoints_repeat_a_run_and_load() {
+    let spec = Spec {
+        vocab_size: 8192, // an embedding of 2M values: more than one run
+        tiled: true,
+        ..Spec::small_4m()
+    };
+    let dir = checkpoint(&spec);
+    let w = candle_core::safetensors::load(
+        dir.path().join("model.safetensors"),
+        &candle_core::Device::Cpu,
+    )
+    .unwrap();
+    let emb = w["encoder.embed_tokens.weight"]
+        .flatten_all()
+        .unwrap()
+        .to_vec1::<f32>()
+        .unwrap();
+    let run_len = 1 << 20;
+    assert_eq!(emb.len(), 2 * run_len);
+    assert_eq!(emb[..run_len], emb[run_len..]);
+    assert_ne!(emb[0], emb[1]);
+    let o = run(&[
+        "run",
+        "--model",
+        &dir_arg(dir.path()),
+        "-p",
+        "hi",
+        "--max-new-tokens",
+        "4",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+/// `specscope check` on the CPU: bf16 against f32, every mode = AR, as lines and JSON.
+#[test]
+fn check_compares_a_dtype_with_f32_and_every_mode_with_ar() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("check.json");
+    let args = [
+        "check",
+        "--device",
+        "cpu",
+        "--dtype",
+        "bf16",
+        "--limit",
+        "1",
+        "--max-new-tokens",
+        "8",
+        "--concurrency",
+        "1,3",
+    ];
+    let mut with_json = args.to_vec();
+    let json_arg = dir_arg(&json);
+    with_json.extend(["--json", &json_arg]);
+    let o = run(&with_json);
+    let text = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(o.status.success(), "{text}{}", stderr(&o));
+    assert!(text.contains("kernel     ok"), "{text}");
+    assert!(text.contains("lossless   ok"), "{text}");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(v["passed"], true);
+    assert_eq!(v["checks"].as_array().unwrap().len(), 4);
+    // A share is between 0 and 1.
+    let mut strict = args.to_vec();
+    strict.extend(["--min-agreement", "1.5"]);
+    assert_clean_error(&run(&strict), "--min-agreement");
+}

@@ -92,8 +92,8 @@ pub struct DecodeArgs {
 /// Where the block policy's prices come from.
 #[derive(Debug, Clone, Args)]
 pub struct CostArgs {
-    /// Prices the block size and the branch rows decide from: `b200-nld8b` or
-    /// `h200-nld8b` (NLD-8B on that GPU, a roofline model with fixed prices: decide as
+    /// Prices the block size and the branch rows decide from: `b200-nld8b`,
+    /// `h200-nld8b` or `h100-nld8b` (NLD-8B on that GPU, a roofline model with fixed prices: decide as
     /// that GPU would), `cpu` (this CPU's built-in measured profile, refitted from the
     /// run's forwards), or a `specscope profile --json` file [default: the saved
     /// profile, else `b200-nld8b`].

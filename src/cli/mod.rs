@@ -21,6 +21,7 @@ macro_rules! out {
 
 pub mod bench;
 pub mod chat;
+pub mod check;
 pub mod decode;
 pub mod eval;
 pub mod inspect;
@@ -29,6 +30,7 @@ pub mod profile;
 pub mod progress;
 pub mod run;
 pub mod survival;
+pub mod synthetic;
 pub mod trace;
 pub mod train;
 pub mod uibench;

@@ -39,6 +39,11 @@ pub struct ProfileArgs {
     /// Save the table as this machine's cost profile (used by RecGuide's cost rules).
     #[arg(long)]
     pub save: bool,
+    /// Beside each point, the roofline model's ms for this model's geometry on this GPU
+    /// (b200, h200 or h100) and measured ÷ modeled: how far the shipped GPU profiles
+    /// are from a real one.
+    #[arg(long, value_parser = ["b200", "h200", "h100"])]
+    pub roofline: Option<String>,
 }
 
 /// One measured point.
@@ -51,6 +56,9 @@ pub struct Point {
     pub min_ms: f64,
     /// What the logits statistics read into host memory per forward (all rows).
     pub host_bytes_per_forward: f64,
+    /// The roofline model's ms for this shape (`--roofline`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub roofline_ms: Option<f64>,
 }
 
 fn prefill(model: &Model, len: usize, seed: u64) -> Result<KvCache> {
@@ -98,15 +106,27 @@ pub fn run(args: ProfileArgs) -> Result<()> {
         model.device(),
         candle_core::utils::get_num_threads()
     );
+    let roofline = match args.roofline.as_deref() {
+        Some(name) => Some((
+            cost::roofline::gpu(name).context("a GPU of the roofline model")?,
+            cost::roofline::Geometry::of(cfg),
+        )),
+        None => None,
+    };
     outln!(
-        "{:>6} {:>5} {:>7} {:>11} {:>11} {:>13} {:>12}",
+        "{:>6} {:>5} {:>7} {:>11} {:>11} {:>13} {:>12}{}",
         "cache",
         "rows",
         "tokens",
         "median ms",
         "min ms",
         "ms / token",
-        "KB to host"
+        "KB to host",
+        roofline.map_or(String::new(), |(gpu, _)| format!(
+            " {:>11} {:>10}",
+            format!("{} ms", gpu.name),
+            "measured/"
+        ))
     );
     let max_rows = args.rows.iter().copied().max().unwrap_or(1);
     let longest = args.cache.iter().max().copied().unwrap_or(0)
@@ -187,16 +207,22 @@ pub fn run(args: ProfileArgs) -> Result<()> {
             median_ms: ms[ms.len() / 2],
             min_ms: ms[0],
             host_bytes_per_forward: read.bytes as f64 / TIMED_FORWARDS as f64,
+            roofline_ms: roofline
+                .map(|(gpu, g)| cost::roofline::forward_ms(&gpu, &g, rows, tokens, args.cache[ci])),
         };
         outln!(
-            "{:>6} {:>5} {:>7} {:>11.2} {:>11.2} {:>13.3} {:>12.1}",
+            "{:>6} {:>5} {:>7} {:>11.2} {:>11.2} {:>13.3} {:>12.1}{}",
             p.cache_len,
             p.rows,
             p.tokens,
             p.median_ms,
             p.min_ms,
             p.median_ms / (rows * tokens) as f64,
-            p.host_bytes_per_forward / 1024.0
+            p.host_bytes_per_forward / 1024.0,
+            p.roofline_ms.map_or(String::new(), |r| format!(
+                " {r:>11.2} {:>10.2}",
+                p.median_ms / r
+            ))
         );
         points.push(p);
     }

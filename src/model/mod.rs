@@ -4,6 +4,8 @@
 pub mod backbone;
 pub mod cache;
 pub mod config;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod kernels;
 pub mod load;
 pub mod lora;
@@ -101,7 +103,7 @@ pub fn select_device(want: &str) -> Result<Device> {
         "cuda" | "auto" => {
             #[cfg(feature = "cuda")]
             {
-                match Device::new_cuda(0) {
+                match cuda::open(0) {
                     Ok(d) => Ok(d),
                     Err(e) if want == "auto" => {
                         eprintln!("specscope: no usable CUDA device ({e}); running on the CPU");

@@ -48,6 +48,10 @@ pub struct Spec {
     pub dtype: DType,
     /// Rank of a `linear_spec_lora/` adapter to write, if any.
     pub lora_rank: Option<usize>,
+    /// Fill each large tensor by repeating one short random run instead of drawing
+    /// every value: a checkpoint for timing forwards (its tokens mean nothing either
+    /// way) written at disk speed, so a GPU host writes an 8B one in seconds.
+    pub tiled: bool,
 }
 
 impl Spec {
@@ -67,6 +71,7 @@ impl Spec {
             seed: 7,
             dtype: DType::F32,
             lora_rank: None,
+            tiled: false,
         }
     }
 
@@ -126,7 +131,50 @@ impl Spec {
         }
     }
 
-    /// A spec by name (`toy`, `small-4m`, `bundled`, `real-vocab`, `nld-1b`).
+    /// Nemotron-Labs-Diffusion 3B's geometry (`../shared/reference/model.md` §1.2:
+    /// 26 layers of hidden 3072, 32 heads of 128, 8 KV heads, vocabulary 131,072), in
+    /// bf16 with a rank-16 draft adapter, tiled: for timing on a GPU.
+    pub fn nld_3b() -> Self {
+        Self {
+            hidden_size: 3072,
+            intermediate_size: 9216,
+            num_hidden_layers: 26,
+            ..Self::nld_8b()
+        }
+    }
+
+    /// Nemotron-Labs-Diffusion 8B's geometry (34 layers of hidden 4096, intermediate
+    /// 14336; the cost profiles' `Geometry::nld_8b`), as `nld_3b`.
+    pub fn nld_8b() -> Self {
+        Self {
+            vocab_size: 131_072,
+            hidden_size: 4096,
+            intermediate_size: 14336,
+            num_hidden_layers: 34,
+            num_attention_heads: 32,
+            num_key_value_heads: 8,
+            head_dim: 128,
+            max_position_embeddings: 16_384,
+            rope_theta: 1.0e6,
+            dtype: DType::BF16,
+            lora_rank: Some(16),
+            tiled: true,
+            ..Self::toy()
+        }
+    }
+
+    /// The names `named` knows.
+    pub const NAMES: &'static [&'static str] = &[
+        "toy",
+        "small-4m",
+        "bundled",
+        "real-vocab",
+        "nld-1b",
+        "nld-3b",
+        "nld-8b",
+    ];
+
+    /// A spec by name (one of `NAMES`).
     pub fn named(name: &str) -> Option<Self> {
         Some(match name {
             "toy" => Self::toy(),
@@ -134,6 +182,8 @@ impl Spec {
             "bundled" => Self::bundled(),
             "real-vocab" => Self::real_vocab(),
             "nld-1b" => Self::nld_1b(),
+            "nld-3b" => Self::nld_3b(),
+            "nld-8b" => Self::nld_8b(),
             _ => return None,
         })
     }
@@ -303,30 +353,48 @@ pub fn write_weights_streaming(spec: &Spec, path: &Path) -> Result<()> {
     write(&mut out, &text)?;
     let mut rng = Rng::new(spec.seed);
     for (_, shape, init) in &plan {
-        let t = fill(&mut rng, shape, *init)?
-            .to_dtype(spec.dtype)?
-            .flatten_all()?;
-        let bytes: Vec<u8> = match spec.dtype {
-            DType::F32 => t
-                .to_vec1::<f32>()?
-                .iter()
-                .flat_map(|x| x.to_le_bytes())
-                .collect(),
-            DType::BF16 => t
-                .to_vec1::<half::bf16>()?
-                .iter()
-                .flat_map(|x| x.to_le_bytes())
-                .collect(),
-            _ => t
-                .to_vec1::<half::f16>()?
-                .iter()
-                .flat_map(|x| x.to_le_bytes())
-                .collect(),
-        };
-        write(&mut out, &bytes)?;
+        let n: usize = shape.iter().product();
+        if spec.tiled && n > TILE {
+            // One random run of TILE values, written over and over.
+            let run = tensor_bytes(&fill(&mut rng, &[TILE], *init)?, spec.dtype)?;
+            for _ in 0..n / TILE {
+                write(&mut out, &run)?;
+            }
+            write(&mut out, &run[..(n % TILE) * elem])?;
+            continue;
+        }
+        write(
+            &mut out,
+            &tensor_bytes(&fill(&mut rng, shape, *init)?, spec.dtype)?,
+        )?;
     }
     out.flush()
         .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Values in a tiled tensor's repeating run (a tiled tensor is larger than this).
+const TILE: usize = 1 << 20;
+
+/// A tensor's values in `dtype`, little-endian, as safetensors stores them.
+fn tensor_bytes(t: &Tensor, dtype: DType) -> Result<Vec<u8>> {
+    let t = t.to_dtype(dtype)?.flatten_all()?;
+    Ok(match dtype {
+        DType::F32 => t
+            .to_vec1::<f32>()?
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect(),
+        DType::BF16 => t
+            .to_vec1::<half::bf16>()?
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect(),
+        _ => t
+            .to_vec1::<half::f16>()?
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect(),
+    })
 }
 
 /// GPT-2's byte-to-printable-character table used by byte-level BPE.

@@ -329,6 +329,7 @@ pub const NAMED_PROFILES: &[(&str, &str)] = &[
     ("cpu", "the development CPU's measured profile (built in)"),
     ("b200-nld8b", "NLD-8B on a B200, roofline model"),
     ("h200-nld8b", "NLD-8B on an H200, roofline model"),
+    ("h100-nld8b", "NLD-8B on an H100 SXM, roofline model"),
 ];
 
 impl Pricing {

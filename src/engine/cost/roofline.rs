@@ -48,6 +48,23 @@ pub const H200: Gpu = Gpu {
     bf16_flops: 0.989e15,
 };
 
+/// H100 SXM: the GPU the device check may be lent, to compare its measurements with.
+pub const H100: Gpu = Gpu {
+    name: "H100",
+    bandwidth: 3.35e12,
+    bf16_flops: 0.989e15,
+};
+
+/// Every GPU above, for `specscope profile --roofline`.
+pub const GPUS: &[Gpu] = &[B200, H200, H100];
+
+/// A GPU of `GPUS` by name, case-insensitive (`h100`).
+pub fn gpu(name: &str) -> Option<Gpu> {
+    GPUS.iter()
+        .find(|g| g.name.eq_ignore_ascii_case(name))
+        .copied()
+}
+
 /// What a forward reads and computes, from the model's shapes.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Geometry {
@@ -129,7 +146,11 @@ pub fn profile(gpu: &Gpu, g: &Geometry, model: &str) -> Profile {
 }
 
 /// The shipped GPU profiles by name.
-pub const NAMED: &[(&str, Gpu)] = &[("b200-nld8b", B200), ("h200-nld8b", H200)];
+pub const NAMED: &[(&str, Gpu)] = &[
+    ("b200-nld8b", B200),
+    ("h200-nld8b", H200),
+    ("h100-nld8b", H100),
+];
 
 /// The named roofline profile (`b200-nld8b`, `h200-nld8b`), if `name` is one.
 pub fn named(name: &str) -> Option<Profile> {
