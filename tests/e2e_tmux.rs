@@ -384,3 +384,26 @@ fn f9_never_overwrites_or_cuts_a_recording() {
         "the second holds the answer in flight at the stop, whole"
     );
 }
+
+/// `--mode diffusion` as a user starts it: the canvas fills with masks and steps, then
+/// says where AR agrees; at 80×24 and at a large size.
+#[test]
+fn a_diffusion_block_fills_on_screen() {
+    for (w, h) in [(80, 24), (160, 45)] {
+        let Some(t) = Tmux::sized(w, h) else { return };
+        let cfg = tempfile::tempdir().unwrap();
+        t.launch(cfg.path(), "--mode diffusion --max-new-tokens 40");
+        t.literal("What is 12 plus 7?");
+        t.keys(&["Enter"]);
+        // At the default pace each step shows: a canvas with masks left.
+        let s = t.wait("a canvas filling", |s| {
+            s.contains("masked of") && s.contains('░')
+        });
+        assert!(s.contains("Diffusion L=32"), "{s}");
+        let s = t.wait("a written block", |s| s.contains("AR agrees at"));
+        assert!(s.contains("not lossless") && s.contains("cache"), "{s}");
+        t.keys(&["C-q"]);
+        let s = t.wait_exit();
+        assert!(s.lines().any(|l| l == "EXIT=0"), "{s}");
+    }
+}

@@ -497,6 +497,10 @@ fn statistics_from_events_equal_the_engines() {
             ..Preset::Throughput.options()
         },
         opts(Mode::Ar, 1),
+        DecodeOptions {
+            threshold: 0.7,
+            ..opts(Mode::Diffusion, 8)
+        },
     ] {
         let mut sched = Scheduler::new(model.clone(), None);
         let mut sink = VecSink::default();
@@ -525,4 +529,255 @@ fn statistics_from_events_equal_the_engines() {
         let all: Vec<TraceEvent> = sink.events.into_iter().map(TraceEvent::from).collect();
         assert_eq!(Summary::of(&all).tally, want);
     }
+}
+
+/// What a direct, unbatched block diffusion does on one prompt, written here from the
+/// rule (not the engine's code): per block, the positions each step commits with
+/// their probabilities, the block, and AR's argmax at each of its positions.
+struct DirectBlock {
+    steps: Vec<Vec<(usize, f32)>>,
+    block: Vec<u32>,
+    ar: Vec<u32>,
+}
+
+/// `(argmax, its probability)` of each row, the mask column left out.
+fn top_of(logits: &candle_core::Tensor, mask: u32) -> Vec<(u32, f32)> {
+    let rows: Vec<Vec<f32>> = logits
+        .to_dtype(candle_core::DType::F32)
+        .unwrap()
+        .to_vec2()
+        .unwrap();
+    rows.iter()
+        .map(|r| {
+            let keep = |i: &usize| *i != mask as usize;
+            let max = (0..r.len())
+                .filter(keep)
+                .map(|i| r[i])
+                .fold(f32::MIN, f32::max);
+            let z: f64 = (0..r.len())
+                .filter(keep)
+                .map(|i| f64::from(r[i] - max).exp())
+                .sum();
+            let arg = (0..r.len())
+                .filter(keep)
+                .fold(None::<usize>, |b, i| match b {
+                    Some(j) if r[j] >= r[i] => Some(j),
+                    _ => Some(i),
+                })
+                .unwrap();
+            (arg as u32, (1.0 / z) as f32)
+        })
+        .collect()
+}
+
+fn direct_diffusion(
+    model: &specscope::model::Model,
+    prompt: &[u32],
+    len: usize,
+    tau: f32,
+    max_new: usize,
+) -> Vec<DirectBlock> {
+    use specscope::model::{AttnRule, LogitSel, Row, RowBatch};
+    let cfg = model.config();
+    let (mask, eos) = (cfg.mask_token_id(), cfg.eos_token_ids());
+    let mut cache = model.new_cache();
+    let run = |cache: &mut specscope::model::KvCache, row: Row| {
+        model
+            .forward(&RowBatch::single(row), &mut [cache])
+            .unwrap()
+            .remove(0)
+    };
+    let first = run(
+        &mut cache,
+        Row::new(0, prompt.to_vec(), AttnRule::Causal)
+            .commit()
+            .logits(LogitSel::Last),
+    );
+    let mut ar_next = top_of(&first, mask)[0].0;
+    let (mut out, mut blocks) = (0, Vec::new());
+    while out < max_new {
+        let n = len.min(max_new - out);
+        let mut canvas: Vec<Option<u32>> = vec![None; n];
+        let mut steps = Vec::new();
+        while canvas.iter().any(Option::is_none) {
+            let tokens: Vec<u32> = canvas.iter().map(|c| c.unwrap_or(mask)).collect();
+            let logits = run(
+                &mut cache,
+                Row::new(0, tokens, AttnRule::Bidirectional)
+                    .lora_from(0)
+                    .logits(LogitSel::All),
+            );
+            let top = top_of(&logits, mask);
+            let open: Vec<usize> = (0..n).filter(|&k| canvas[k].is_none()).collect();
+            let mut now: Vec<usize> = open.iter().copied().filter(|&k| top[k].1 >= tau).collect();
+            if now.is_empty() {
+                let best = open
+                    .iter()
+                    .copied()
+                    .fold(None::<usize>, |b, k| match b {
+                        Some(j) if top[j].1 >= top[k].1 => Some(j),
+                        _ => Some(k),
+                    })
+                    .unwrap();
+                now.push(best);
+            }
+            for &k in &now {
+                canvas[k] = Some(top[k].0);
+            }
+            steps.push(now.iter().map(|&k| (k, top[k].1)).collect());
+        }
+        let block: Vec<u32> = canvas.into_iter().map(Option::unwrap).collect();
+        let logits = run(
+            &mut cache,
+            Row::new(0, block.clone(), AttnRule::Causal)
+                .commit()
+                .logits(LogitSel::All),
+        );
+        let top = top_of(&logits, mask);
+        let mut ar = vec![ar_next];
+        ar.extend(top[..n - 1].iter().map(|t| t.0));
+        ar_next = top[n - 1].0;
+        let end = block.iter().position(|t| eos.contains(t));
+        out += end.map_or(n, |e| e + 1);
+        blocks.push(DirectBlock { steps, block, ar });
+        if end.is_some() {
+            break;
+        }
+    }
+    blocks
+}
+
+/// The engine's block diffusion equals the direct implementation above: the positions
+/// each step commits (and their probabilities), every block, AR's argmax at each
+/// position (which reads the cache the blocks wrote), and the committed answer.
+#[test]
+fn block_diffusion_matches_a_direct_implementation() {
+    let (model, prompts) = fixture_prompts(1);
+    for (len, tau) in [(8, 0.9), (16, 0.5), (4, 1.0)] {
+        for p in &prompts {
+            let o = DecodeOptions {
+                threshold: tau,
+                max_new_tokens: 40,
+                ..opts(Mode::Diffusion, len)
+            };
+            let mut sched = Scheduler::new(model.clone(), None);
+            let mut sink = VecSink::default();
+            let f = run_all_into(&mut sched, std::slice::from_ref(p), &o, &mut sink);
+            let want = direct_diffusion(&model, p, len, tau, 40);
+            let mut steps: Vec<Vec<Vec<(usize, f32)>>> = Vec::new();
+            let mut got = Vec::new();
+            for e in &sink.events {
+                match e {
+                    DecodeEvent::Denoised {
+                        round,
+                        positions,
+                        confidence,
+                        ..
+                    } => {
+                        steps.resize(*round, Vec::new());
+                        steps[round - 1].push(
+                            positions
+                                .iter()
+                                .copied()
+                                .zip(confidence.iter().copied())
+                                .collect(),
+                        );
+                    }
+                    DecodeEvent::BlockWritten { block, ar, .. } => {
+                        got.push((block.clone(), ar.clone()))
+                    }
+                    _ => {}
+                }
+            }
+            assert_eq!(got.len(), want.len(), "blocks (L={len}, τ={tau})");
+            for (k, (w, (block, ar))) in want.iter().zip(&got).enumerate() {
+                assert_eq!(&w.block, block, "block {k} (L={len}, τ={tau})");
+                assert_eq!(&w.ar, ar, "AR at block {k}");
+                assert_eq!(w.steps.len(), steps[k].len(), "steps of block {k}");
+                for (ws, gs) in w.steps.iter().zip(&steps[k]) {
+                    assert_eq!(
+                        ws.iter().map(|x| x.0).collect::<Vec<_>>(),
+                        gs.iter().map(|x| x.0).collect::<Vec<_>>(),
+                        "positions of a step of block {k}"
+                    );
+                    for (a, b) in ws.iter().zip(gs) {
+                        assert!((a.1 - b.1).abs() < 1e-4, "probability {} vs {}", a.1, b.1);
+                    }
+                }
+            }
+            let answer: Vec<u32> = want.iter().flat_map(|b| b.block.clone()).collect();
+            let n = f[0].tokens.len();
+            assert_eq!(f[0].tokens[..], answer[..n], "the committed answer");
+            // The statistics: the reference's count, and the agreement marks.
+            let t = &f[0].stats.tally;
+            let denoise: usize = want.iter().map(|b| b.steps.len()).sum();
+            assert_eq!(
+                (t.denoise_forwards, t.refresh_forwards),
+                (denoise, want.len())
+            );
+            let agree = f[0]
+                .tokens
+                .iter()
+                .zip(want.iter().flat_map(|b| b.ar.clone()))
+                .filter(|(a, b)| *a == b)
+                .count();
+            assert_eq!((t.ar_agree, t.ar_judged), (agree, n));
+        }
+    }
+}
+
+/// Several diffusing requests in flight share each step's forward and get the tokens
+/// each gets alone, beside speculating requests in the same scheduler.
+#[test]
+fn block_diffusion_gives_each_request_its_tokens_at_any_concurrency() {
+    let (model, prompts) = fixture_prompts(2);
+    let o = DecodeOptions {
+        threshold: 0.8,
+        ..opts(Mode::Diffusion, 8)
+    };
+    let alone: Vec<Vec<u32>> = prompts
+        .iter()
+        .map(|p| {
+            let mut s = Scheduler::new(model.clone(), None);
+            run_all(&mut s, std::slice::from_ref(p), &o)[0]
+                .tokens
+                .clone()
+        })
+        .collect();
+    let mut s = Scheduler::new(model.clone(), None);
+    for p in &prompts {
+        s.submit(
+            Submit {
+                prompt: p.clone(),
+                options: o.clone(),
+                family: None,
+            },
+            &mut NullSink,
+        )
+        .unwrap();
+        // A LinearSS request in the same steps.
+        s.submit(
+            Submit {
+                prompt: p.clone(),
+                options: opts(Mode::Linear, 16),
+                family: None,
+            },
+            &mut NullSink,
+        )
+        .unwrap();
+    }
+    s.run_to_completion(&mut NullSink).unwrap();
+    let mut f = s.take_finished();
+    f.sort_by_key(|f| f.id);
+    let together: Vec<Vec<u32>> = f.iter().step_by(2).map(|f| f.tokens.clone()).collect();
+    assert_eq!(together, alone);
+    let c = s.counts();
+    assert!(
+        c.denoise > 0
+            && c.denoise
+                < f.iter()
+                    .step_by(2)
+                    .map(|f| f.stats.tally.denoise_forwards)
+                    .sum::<usize>()
+    );
 }

@@ -113,7 +113,8 @@ fn live_session_records_and_replays_identically() {
     });
     type_line(&tx, "What is 12 plus 7?");
     wait_for(&path, "\"kind\":\"request_finished\"", 1);
-    // F2 cycles RecGuide → AR; the second answer is decoded in AR mode.
+    // F2 cycles RecGuide → block diffusion; the second answer is diffused (its events
+    // recorded and replayed like the others').
     tx.send(key(KeyCode::F(2), KeyModifiers::NONE)).unwrap();
     type_line(&tx, "List three colours.");
     wait_for(&path, "\"kind\":\"request_finished\"", 2);
@@ -132,7 +133,7 @@ fn live_session_records_and_replays_identically() {
             _ => None,
         })
         .collect();
-    assert_eq!(modes, vec![Mode::Recguide, Mode::Ar]);
+    assert_eq!(modes, vec![Mode::Recguide, Mode::Diffusion]);
 
     // Replay every event through the same reducer.
     let mut s = State::new("replay", "cpu", options(Mode::Recguide));

@@ -308,7 +308,7 @@ fn finish(s: &mut State) {
             req: 1,
             stop: StopReason::Eos,
             text: "The sum is 91".into(),
-            stats,
+            stats: Box::new(stats),
         },
     );
     feed(
@@ -492,6 +492,16 @@ fn actions_produce_effects_and_walk_rounds() {
     update(&mut s, Msg::Action(Action::RoundLive));
     assert_eq!(s.rounds.view, None);
     match &update(&mut s, Msg::Action(Action::CycleMode))[..] {
+        [Effect::SetOptions(o)] => assert_eq!(o.mode, Mode::Diffusion),
+        other => panic!("{other:?}"),
+    }
+    // A live answer keeps its mode when the key moves to or from diffusion.
+    assert!(
+        notice(&s).contains("from the next message"),
+        "{}",
+        notice(&s)
+    );
+    match &update(&mut s, Msg::Action(Action::CycleMode))[..] {
         [Effect::SetOptions(o)] => assert_eq!(o.mode, Mode::Ar),
         other => panic!("{other:?}"),
     }
@@ -580,7 +590,7 @@ fn key_feedback_says_what_happened() {
     assert!(matches!(&fx[..], [Effect::SetOptions(o)] if o.blocks == Blocks::Fixed(32)));
     // F2 around the cycle comes back to the starting setup, and says so.
     let mut s = State::new("m", "cpu", opts());
-    for _ in 0..3 {
+    for _ in 0..4 {
         update(&mut s, Msg::Action(Action::CycleMode));
     }
     assert_eq!(s.session.options, opts());
@@ -659,7 +669,7 @@ fn regenerate_while_streaming_keeps_the_new_answer_last() {
             req: 1,
             stop: StopReason::Cancelled,
             text: "The sum is 91".into(),
-            stats: RequestStats::default(),
+            stats: Box::default(),
         },
     );
     let roles: Vec<(Role, Option<u64>)> =
@@ -684,7 +694,7 @@ fn a_stopped_answer_takes_the_busy_notice_back() {
             req: 1,
             stop: StopReason::Cancelled,
             text: String::new(),
-            stats: RequestStats::default(),
+            stats: Box::default(),
         },
     );
     assert_eq!(notice(&s), "", "the stale notice is gone");
@@ -1152,7 +1162,7 @@ fn positions_past_the_answers_end_are_not_drawn_as_accepted() {
             req: 1,
             stop: StopReason::Cancelled,
             text: String::new(),
-            stats: RequestStats::default(),
+            stats: Box::default(),
         },
     );
     let all = screen_text(&draw(&stopped, &theme, 160, 48));
@@ -1943,10 +1953,98 @@ fn branch_rows_say_which_of_them_missed() {
 #[test]
 fn an_answer_switched_mid_way_names_both_modes() {
     let mut s = scripted();
+    // RecGuide → diffusion (for the next message) → AR (for this one too).
+    update(&mut s, Msg::Action(Action::CycleMode));
     update(&mut s, Msg::Action(Action::CycleMode));
     let all = screen_text(&draw(&s, &Theme::dark(), 200, 50));
     assert!(
         all.contains("specscope  RecGuide adaptive {8,16,32} +overlap → AR"),
         "{all}"
     );
+}
+
+/// A block diffusion canvas fills step by step in the round pane (masks, the step under
+/// each token), and once written marks where AR would have said another token, in the
+/// risky style; the history counts the block's agreement. At 80×24 and 200×50.
+#[test]
+fn a_diffusion_block_fills_and_shows_where_ar_disagrees() {
+    let mut s = State::new("tiny", "cpu", opts());
+    let words = [
+        (10, "The"),
+        (11, " sum"),
+        (12, " is"),
+        (13, " 19"),
+        (14, " 91"),
+    ];
+    feed(
+        &mut s,
+        0.0,
+        SessionEvent::TokenText {
+            tokens: words.iter().map(|(i, w)| (*i, w.to_string())).collect(),
+        },
+    );
+    feed(
+        &mut s,
+        0.01,
+        DecodeEvent::RequestStarted {
+            req: 1,
+            mode: Mode::Diffusion,
+            blocks: Blocks::Fixed(4),
+            overlap: true,
+            prompt_tokens: 12,
+            max_new_tokens: 64,
+            family: None,
+        },
+    );
+    feed(
+        &mut s,
+        0.02,
+        DecodeEvent::Denoised {
+            req: 1,
+            round: 1,
+            step: 1,
+            canvas: vec![Some(10), Some(11), None, None],
+            positions: vec![0, 1],
+            confidence: vec![0.97, 0.93],
+        },
+    );
+    let theme = Theme::dark();
+    for (w, h) in [(80, 24), (200, 50)] {
+        let all = screen_text(&draw(&s, &theme, w, h));
+        assert!(all.contains("step 1 · 2 masked of 4"), "{all}");
+        assert!(all.contains("The ·sum"), "{all}");
+        assert!(all.contains("░░"), "masks: {all}");
+        assert!(all.contains("s1"), "the step under a token: {all}");
+    }
+    feed(
+        &mut s,
+        0.03,
+        DecodeEvent::BlockWritten {
+            req: 1,
+            round: 1,
+            block: vec![10, 11, 12, 14],
+            steps: vec![1, 1, 2, 2],
+            ar: vec![10, 11, 12, 13],
+        },
+    );
+    let buf = draw(&s, &theme, 80, 24);
+    let all = screen_text(&buf);
+    assert!(all.contains("2 steps + 1 cache"), "{all}");
+    assert!(all.contains("AR agrees at 3 of 4"), "{all}");
+    assert!(all.contains("at 3 AR would say"), "{all}");
+    assert!(all.contains("not lossless"), "{all}");
+    // The disagreeing token carries ≠ and the risky style.
+    let (x, y) = (0..buf.area.height)
+        .find_map(|y| {
+            let row = text_at(&buf, 0, y, buf.area.width);
+            row.find("≠").map(|b| (row[..b].chars().count() as u16, y))
+        })
+        .expect("a ≠ mark");
+    assert_eq!(buf[(x, y)].fg, theme.risky.fg.unwrap());
+    // The history pane counts it: the block's bar and what diffusion cost.
+    assert!(all.contains("=AR"), "{all}");
+    // A selected position says how it was committed and what AR would say there.
+    s.rounds.selected = Some(3);
+    let all = screen_text(&draw(&s, &theme, 80, 24));
+    assert!(all.contains("position 3: '·91' at step 2"), "{all}");
 }

@@ -43,10 +43,12 @@ pub enum Config {
     RecguideAdaptiveEntropy,
     /// Adaptive block size only, one forward per block size (the reference's buckets).
     RecguideAdaptiveBuckets,
+    /// Block diffusion at each of the sweep's block sizes and thresholds (not lossless).
+    Diffusion,
 }
 
 impl Config {
-    pub const ALL: [Config; 10] = [
+    pub const ALL: [Config; 11] = [
         Config::Ar,
         Config::Linear,
         Config::Recguide,
@@ -57,6 +59,7 @@ impl Config {
         Config::RecguideAdaptive,
         Config::RecguideAdaptiveEntropy,
         Config::RecguideAdaptiveBuckets,
+        Config::Diffusion,
     ];
 
     pub fn name(self) -> &'static str {
@@ -71,6 +74,7 @@ impl Config {
             Config::RecguideAdaptive => "recguide-adaptive",
             Config::RecguideAdaptiveEntropy => "recguide-adaptive-entropy",
             Config::RecguideAdaptiveBuckets => "recguide-adaptive-buckets",
+            Config::Diffusion => "diffusion",
         }
     }
 }
@@ -102,12 +106,14 @@ pub struct BenchConfig {
 
 /// The configurations of a sweep: `kinds` expanded over the fixed block sizes
 /// `blocks` (LinearSS, RecGuide fixed) and, for RecGuide with branch rows, the row
-/// `tables` (named with the table when it is not the default). `base` gives what every
-/// configuration shares (token budget, risk threshold, sampling).
+/// `tables` (named with the table when it is not the default), and block diffusion
+/// over the block sizes and its `thresholds`. `base` gives what every configuration
+/// shares (token budget, risk threshold, sampling).
 pub fn configs(
     kinds: &[Config],
     blocks: &[usize],
     tables: &[RowTable],
+    thresholds: &[f32],
     base: &DecodeOptions,
 ) -> Result<Vec<BenchConfig>> {
     let with = |preset: Preset| DecodeOptions {
@@ -201,6 +207,21 @@ pub fn configs(
                 },
                 batching: Batching::ByBlock,
             }),
+            Config::Diffusion => {
+                for &b in blocks {
+                    for &tau in thresholds {
+                        out.push(packed(
+                            format!("diffusion L={b} τ={tau}"),
+                            DecodeOptions {
+                                mode: Mode::Diffusion,
+                                blocks: Blocks::Fixed(b),
+                                threshold: tau,
+                                ..paper.clone()
+                            },
+                        ));
+                    }
+                }
+            }
             Config::RecguideFixed => {
                 for &b in blocks {
                     out.extend(per_table(
@@ -253,6 +274,18 @@ pub struct BenchResult {
     pub pass_tokens_per_sec: Vec<f64>,
     /// Same tokens as AR for every prompt (when AR ran in the sweep).
     pub identical_to_ar: Option<bool>,
+    /// Answer-level figures (`bench` fills them from the decoded text): prompts with a
+    /// checkable answer, and of those the right ones; answers that ended at eos.
+    #[serde(default)]
+    pub answers_checked: usize,
+    #[serde(default)]
+    pub answers_right: usize,
+    #[serde(default)]
+    pub ended_at_eos: usize,
+    /// Block diffusion: the mean answer position of the first token AR would not have
+    /// emitted, over the answers that have one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_divergence_mean: Option<f64>,
 }
 
 /// Runs every prompt with `concurrency` requests in flight; returns results and outputs.
@@ -272,6 +305,7 @@ pub fn run_config(
     let mut ids: Vec<u64> = Vec::new();
     let mut r = BenchResult::empty(&cfg.name, concurrency, prompts.len());
     let mut per_req_tps = 0f64;
+    let mut divergences = Vec::new();
     let start = Instant::now();
     let mut next = 0;
     while next < prompts.len() || sched.active() > 0 {
@@ -290,6 +324,8 @@ pub fn run_config(
             let k = ids.iter().position(|&id| id == f.id).unwrap_or(0);
             r.tally += &f.stats.tally;
             per_req_tps += f.stats.tokens_per_sec();
+            divergences.extend(f.stats.first_divergence);
+            r.ended_at_eos += usize::from(f.stop == crate::engine::StopReason::Eos);
             add_hist(
                 r.accept_hist_by_family
                     .entry(prompts[k].family.clone())
@@ -301,7 +337,9 @@ pub fn run_config(
     }
     r.wall_secs = start.elapsed().as_secs_f64();
     let c = sched.counts();
-    r.physical_forwards = c.draft + c.verify + c.fused;
+    r.physical_forwards = c.draft + c.verify + c.fused + c.denoise + c.refresh;
+    r.first_divergence_mean = (!divergences.is_empty())
+        .then(|| divergences.iter().sum::<usize>() as f64 / divergences.len() as f64);
     r.modeled_secs = c.modeled_ms / 1e3;
     r.modeled_tokens_per_sec = ratio(r.tally.new_tokens as f64, r.modeled_secs);
     r.tpf = r.tally.tpf();
@@ -328,6 +366,10 @@ impl BenchResult {
             mean_accept: 0.0,
             tokens_per_sec: 0.0,
             tokens_per_sec_per_request: 0.0,
+            answers_checked: 0,
+            answers_right: 0,
+            ended_at_eos: 0,
+            first_divergence_mean: None,
             accept_hist_by_family: BTreeMap::new(),
             pass_tokens_per_sec: Vec::new(),
             identical_to_ar: None,
@@ -400,7 +442,7 @@ pub fn pass_spread(results: &[BenchResult]) -> String {
 pub fn table(results: &[BenchResult]) -> String {
     let mut s = String::new();
     s.push_str(&format!(
-        "{:<24} {:>3} {:>6} {:>6} {:>6} {:>9} {:>9} {:>7} {:>9} {:>9} {:>6} {:>6} {:>10} {:>8}\n",
+        "{:<24} {:>3} {:>6} {:>6} {:>6} {:>9} {:>9} {:>7} {:>9} {:>9} {:>6} {:>6} {:>10} {:>8} {:>6} {:>7} {:>5}\n",
         "config",
         "C",
         "TPF",
@@ -414,7 +456,10 @@ pub fn table(results: &[BenchResult]) -> String {
         "hits",
         "=AR",
         "mod tok/s",
-        "mod xAR"
+        "mod xAR",
+        "agree",
+        "right",
+        "eos"
     ));
     let mut cs: Vec<usize> = results.iter().map(|r| r.concurrency).collect();
     cs.sort_unstable();
@@ -443,7 +488,7 @@ pub fn table(results: &[BenchResult]) -> String {
                 .fold((0, 0), |(b, h), c| (b + c.built, h + c.hits));
             let fmt = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.2}"));
             s.push_str(&format!(
-                "{:<24} {:>3} {:>6.2} {:>6.2} {:>6} {:>9.1} {:>9.1} {:>7} {:>9} {:>9} {:>6} {:>6} {:>10.1} {:>8}\n",
+                "{:<24} {:>3} {:>6.2} {:>6.2} {:>6} {:>9.1} {:>9.1} {:>7} {:>9} {:>9} {:>6} {:>6} {:>10.1} {:>8} {:>6} {:>7} {:>5}\n",
                 r.config,
                 c,
                 r.tpf,
@@ -465,7 +510,18 @@ pub fn table(results: &[BenchResult]) -> String {
                     None => "-",
                 },
                 r.modeled_tokens_per_sec,
-                fmt(ar_modeled.map(|a| r.modeled_tokens_per_sec / a))
+                fmt(ar_modeled.map(|a| r.modeled_tokens_per_sec / a)),
+                if r.tally.ar_judged > 0 {
+                    format!("{:.1}%", 100.0 * r.tally.ar_agreement())
+                } else {
+                    "-".into()
+                },
+                if r.answers_checked > 0 {
+                    format!("{}/{}", r.answers_right, r.answers_checked)
+                } else {
+                    "-".into()
+                },
+                r.ended_at_eos
             ));
         }
     }
@@ -533,7 +589,7 @@ mod tests {
             .map(|k| k.parse().unwrap())
             .collect();
         let base = DecodeOptions::default();
-        let cfgs = configs(&kinds, &[8, 16], &[RowTable::default()], &base).unwrap();
+        let cfgs = configs(&kinds, &[8, 16], &[RowTable::default()], &[0.9], &base).unwrap();
         let names: Vec<&str> = cfgs.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(
             names,
@@ -549,7 +605,14 @@ mod tests {
         assert_eq!(cfgs[4].options.preset(), Some(Preset::Throughput));
         let err = "warp".parse::<Config>().unwrap_err();
         assert!(err.contains("recguide-throughput"), "{err}");
-        let err = configs(&[Config::Linear], &[0], &[RowTable::default()], &base).unwrap_err();
+        let err = configs(
+            &[Config::Linear],
+            &[0],
+            &[RowTable::default()],
+            &[0.9],
+            &base,
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("linear B=0"), "{err}");
     }
 

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use anyhow::{ensure, Context, Result};
 use clap::Args;
 
+use specscope::bench::acceptance::answer_right;
 use specscope::bench::sweep::{
     configs, pass_spread, run_config, share_table, table, BenchResult, Config,
 };
@@ -26,6 +27,7 @@ pub const CONFIGS: &[&str] = &[
     "recguide-adaptive",
     "recguide-adaptive-entropy",
     "recguide-adaptive-buckets",
+    "diffusion",
 ];
 
 #[derive(Debug, Clone, Args)]
@@ -39,7 +41,8 @@ pub struct BenchArgs {
     /// one forward per block size), recguide-fixed (overlap at each --blocks),
     /// recguide-adaptive (adaptive block size, no overlap), recguide-adaptive-entropy
     /// (the same from the verifier's entropy alone), recguide-adaptive-buckets (the
-    /// same with one forward per block size).
+    /// same with one forward per block size), diffusion (block diffusion at each
+    /// --blocks and --thresholds: fast, not lossless).
     #[arg(
         long,
         alias = "modes",
@@ -48,7 +51,7 @@ pub struct BenchArgs {
         default_value = "ar,linear,recguide"
     )]
     pub configs: Vec<Config>,
-    /// Block sizes for linear and recguide-fixed (2 to 256).
+    /// Block sizes for linear, recguide-fixed and diffusion (2 to 256).
     #[arg(long, value_delimiter = ',', default_value = "8,16,32", value_parser = super::count(2, 256))]
     pub blocks: Vec<usize>,
     /// Branch row tables for the RecGuide configurations (each runs once per table).
@@ -62,6 +65,9 @@ pub struct BenchArgs {
     /// Margin below which a draft position is risky.
     #[arg(long, default_value_t = DEFAULT_RISK_THRESHOLD, allow_negative_numbers = true)]
     pub risk_threshold: f32,
+    /// Block diffusion's confidence thresholds τ (comma-separated, each 0 to 1).
+    #[arg(long, value_delimiter = ',', default_value = "0.9,0.7,0.5")]
+    pub thresholds: Vec<f32>,
     /// Requests in flight (1 to 1024; the paper's loads are 1,2,4,8,16,32,64,128).
     #[arg(long, value_delimiter = ',', default_value = "1,2,4,8", value_parser = super::count(1, 1024))]
     pub concurrency: Vec<usize>,
@@ -94,7 +100,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         ..DecodeOptions::default()
     };
     base.validate()?;
-    let cfgs = configs(&a.configs, &a.blocks, &a.row_tables, &base)?;
+    let cfgs = configs(&a.configs, &a.blocks, &a.row_tables, &a.thresholds, &base)?;
     let records = a.prompts.records()?;
     let loaded = a.model.load()?;
     if let Some(out) = &a.json {
@@ -160,6 +166,15 @@ pub fn run(a: BenchArgs) -> Result<()> {
             .and_then(|(_, r)| r.as_ref().map(|(_, out)| out.clone()));
         for (mut r, out) in at_c.into_iter().flatten() {
             r.identical_to_ar = ar_out.as_ref().map(|want| *want == out);
+            // The answers as text: the checks `eval` makes (the math answer line, or
+            // the expected string).
+            for (p, tokens) in prompts.iter().zip(&out) {
+                let text = loaded.tokenizer.decode(tokens)?;
+                if let Some(right) = answer_right(p, &text) {
+                    r.answers_checked += 1;
+                    r.answers_right += usize::from(right);
+                }
+            }
             results.push(r);
         }
     }

@@ -153,7 +153,7 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
         max_new_tokens: args.max_new_tokens,
         ..DecodeOptions::default()
     };
-    let ar = configs(&[Config::Ar], &[32], &[RowTable::default()], &base)?;
+    let ar = configs(&[Config::Ar], &[32], &[RowTable::default()], &[], &base)?;
     let (_, answers) =
         run_config(&cpu.model, &prompts, &ar[0], 1, &none, &pricing).context("CPU AR answers")?;
     let (same, total, first) = agreement(&loaded.model, &cpu.model, &prompts, &answers)?;
@@ -170,7 +170,7 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
 
     // Every mode against AR on the device.
     let kinds = [Config::Ar, Config::Linear, Config::Recguide];
-    let cfgs = configs(&kinds, &[8, 16, 32], &[RowTable::default()], &base)?;
+    let cfgs = configs(&kinds, &[8, 16, 32], &[RowTable::default()], &[], &base)?;
     for &c in &args.concurrency {
         let mut ar_out = None;
         let mut wrong = Vec::new();

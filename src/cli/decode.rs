@@ -9,6 +9,7 @@ use serde::de::DeserializeOwned;
 use specscope::engine::cost::Pricing;
 use specscope::engine::options::{
     Blocks, DecodeOptions, Preset, DEFAULT_BLOCK, DEFAULT_MAX_NEW_TOKENS, DEFAULT_RISK_THRESHOLD,
+    DEFAULT_THRESHOLD,
 };
 use specscope::engine::overlap::RowTable;
 use specscope::engine::Mode;
@@ -27,7 +28,7 @@ pub fn names<T: DeserializeOwned + Clone + Send + Sync + 'static>(
     })
 }
 
-pub const MODES: &[&str] = &["ar", "linear", "recguide"];
+pub const MODES: &[&str] = &["ar", "linear", "recguide", "diffusion"];
 pub const ROW_TABLES: &[&str] = &[
     "multi",
     "two-plus-new",
@@ -46,12 +47,18 @@ pub struct DecodeArgs {
     /// measured regime: drafting or AR steps, whichever delivered more).
     #[arg(long, value_parser = names::<Preset>(PRESETS), default_value = "paper")]
     pub preset: Preset,
-    /// ar, linear (LinearSS) or recguide.
+    /// ar, linear (LinearSS), recguide, or diffusion (block diffusion: fast, not
+    /// lossless; its canvas length is --block).
     #[arg(long, value_parser = names::<Mode>(MODES), default_value = "recguide")]
     pub mode: Mode,
-    /// Fixed block size B: LinearSS's, and RecGuide's instead of adaptive [default: 32].
+    /// Fixed block size B: LinearSS's, RecGuide's instead of adaptive, and block
+    /// diffusion's canvas length L [default: 32].
     #[arg(long)]
     pub block: Option<usize>,
+    /// Block diffusion: a masked position is committed once its top probability is at
+    /// least this (0 to 1; at least one position per step).
+    #[arg(long, default_value_t = DEFAULT_THRESHOLD)]
+    pub threshold: f32,
     /// RecGuide with a fixed block size (--block).
     #[arg(long)]
     pub no_adaptive: bool,
@@ -128,6 +135,7 @@ impl DecodeArgs {
             o.cost_aware = false;
         }
         o.risk_threshold = self.risk_threshold;
+        o.threshold = self.threshold;
         o.row_table = self.row_table;
         o.sampling.temperature = self.temperature;
         o.sampling.seed = self.seed;

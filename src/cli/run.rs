@@ -91,6 +91,23 @@ pub fn run(args: RunArgs) -> Result<()> {
         } else {
             String::new()
         };
+        if t.refresh_forwards > 0 {
+            eprintln!(
+                "specscope: {label}: {} tokens ({}), {} blocks, {} decode forwards (denoise {}, cache writes {}), TPF {:.2}, agreement with AR {:.0}%{}, {:.1} tokens/s (not lossless)",
+                t.new_tokens,
+                f.stop.describe(),
+                t.rounds,
+                t.decode_forwards(),
+                t.denoise_forwards,
+                t.refresh_forwards,
+                t.tpf(),
+                100.0 * t.ar_agreement(),
+                st.first_divergence
+                    .map_or(String::new(), |k| format!(" (first difference at token {k})")),
+                st.tokens_per_sec()
+            );
+            return Ok(());
+        }
         eprintln!(
             "specscope: {label}: {} tokens ({}), {} rounds, {} decode forwards (draft {}, verify {}, fused {}), TPF {:.2}, mean acceptance {:.2}{branches}, {:.1} tokens/s",
             t.new_tokens,

@@ -23,6 +23,9 @@ pub const MAX_BLOCK: usize = 256;
 /// Draft positions with a margin p1 − p2 below this are risky (the reference's).
 pub const DEFAULT_RISK_THRESHOLD: f32 = 0.5;
 pub const DEFAULT_MAX_NEW_TOKENS: usize = 256;
+/// Block diffusion commits a masked position once its top probability reaches this
+/// (the reference's and vLLM's default).
+pub const DEFAULT_THRESHOLD: f32 = 0.9;
 
 /// The two policies users choose between.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -59,6 +62,7 @@ impl Preset {
             risk_threshold: DEFAULT_RISK_THRESHOLD,
             row_table: RowTable::default(),
             outcome_signal: true,
+            threshold: DEFAULT_THRESHOLD,
             sampling: Sampling::default(),
             max_new_tokens: DEFAULT_MAX_NEW_TOKENS,
         };
@@ -91,12 +95,20 @@ pub struct DecodeOptions {
     /// the entropy alone (the ablation).
     #[serde(default = "outcome_on")]
     pub outcome_signal: bool,
+    /// Block diffusion: a masked position is committed once its top probability is at
+    /// least this (at least one position per step whatever it is).
+    #[serde(default = "default_threshold")]
+    pub threshold: f32,
     pub sampling: Sampling,
     pub max_new_tokens: usize,
 }
 
 fn outcome_on() -> bool {
     true
+}
+
+fn default_threshold() -> f32 {
+    DEFAULT_THRESHOLD
 }
 
 impl Default for DecodeOptions {
@@ -115,8 +127,13 @@ impl DecodeOptions {
                     "the adaptive block sizes are an empty list"
                 );
                 ensure!(
-                    self.mode != Mode::Linear,
-                    "LinearSS uses a fixed block size; adaptive sizes are RecGuide's"
+                    !matches!(self.mode, Mode::Linear | Mode::Diffusion),
+                    "{} uses a fixed block size; adaptive sizes are RecGuide's",
+                    if self.mode == Mode::Linear {
+                        "LinearSS"
+                    } else {
+                        "block diffusion"
+                    }
                 );
                 set.clone()
             }
@@ -135,6 +152,11 @@ impl DecodeOptions {
             self.risk_threshold.is_finite() && (0.0..=1.0).contains(&self.risk_threshold),
             "risk threshold must be in [0, 1] (got {})",
             self.risk_threshold
+        );
+        ensure!(
+            self.threshold.is_finite() && (0.0..=1.0).contains(&self.threshold),
+            "the diffusion threshold must be in [0, 1] (got {})",
+            self.threshold
         );
         ensure!(
             self.sampling.temperature >= 0.0 && self.sampling.temperature.is_finite(),
@@ -199,6 +221,11 @@ impl DecodeOptions {
         match self.mode {
             Mode::Ar => "AR".into(),
             Mode::Linear => format!("LinearSS {}", self.block_policy()),
+            Mode::Diffusion => format!(
+                "Diffusion L={} τ={}",
+                self.fixed_block().unwrap_or(DEFAULT_BLOCK),
+                self.threshold
+            ),
             Mode::Recguide => {
                 let mut s = format!("RecGuide {}", self.blocks);
                 if !self.outcome_signal && matches!(self.blocks, Blocks::Adaptive(_)) {
@@ -215,8 +242,9 @@ impl DecodeOptions {
         }
     }
 
-    /// F2: AR → LinearSS → RecGuide → AR. LinearSS takes the fixed size of `base` (or
-    /// the last fixed one); RecGuide returns to `base`'s block rule.
+    /// F2: AR → LinearSS → RecGuide → diffusion → AR. LinearSS and diffusion take
+    /// the fixed size of `base` (or the last fixed one); RecGuide returns to `base`'s
+    /// block rule.
     pub fn cycle_mode(&mut self, base: &DecodeOptions) {
         match self.mode {
             Mode::Ar => {
@@ -227,7 +255,11 @@ impl DecodeOptions {
                 self.mode = Mode::Recguide;
                 self.blocks = base.blocks.clone();
             }
-            Mode::Recguide => self.mode = Mode::Ar,
+            Mode::Recguide => {
+                self.mode = Mode::Diffusion;
+                self.blocks = Blocks::Fixed(self.last_fixed(base).max(2));
+            }
+            Mode::Diffusion => self.mode = Mode::Ar,
         }
     }
 
@@ -254,6 +286,10 @@ impl DecodeOptions {
             (Mode::Ar, b) if b > 1 => self.mode = Mode::Linear,
             (Mode::Linear, 1) => self.mode = Mode::Ar,
             _ => {}
+        }
+        if self.mode == Mode::Diffusion && b < 2 {
+            // A canvas of one is an AR step without the AR: keep at least two.
+            self.blocks = Blocks::Fixed(2);
         }
         moved
     }
@@ -294,7 +330,7 @@ mod tests {
     #[test]
     fn overlap_key_turns_branches_on_from_other_modes() {
         let mut o = DecodeOptions::default();
-        o.cycle_mode(&DecodeOptions::default()); // RecGuide → AR, the flag kept
+        o.cycle_mode(&DecodeOptions::default()); // RecGuide → diffusion, the flag kept
         assert!(o.overlap && !o.overlap_on());
         o.toggle_overlap();
         assert!(o.overlap_on(), "{}", o.label());
@@ -373,7 +409,12 @@ mod tests {
     fn keys_change_options_and_come_back() {
         let base = DecodeOptions::default();
         let mut o = base.clone();
-        // F2 cycles back to the starting setup.
+        // F2 cycles back to the starting setup: RecGuide → diffusion → AR → LinearSS.
+        o.cycle_mode(&base);
+        assert_eq!(
+            (o.mode, o.label()),
+            (Mode::Diffusion, "Diffusion L=32 τ=0.9".to_string())
+        );
         o.cycle_mode(&base);
         assert_eq!(o.mode, Mode::Ar);
         o.cycle_mode(&base);

@@ -6,11 +6,34 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use hf_hub::{Repo, RepoType};
 
+/// The shipped assets (the bundled model, the prompt sets, the survival tables, the
+/// demo): `$SPECSCOPE_ASSETS`, else the source tree the binary was built from, else an
+/// `assets/` in the working directory or above the executable (a prebuilt binary run
+/// in a copy of the tree, as on a lent GPU machine). The first that holds the bundled
+/// model wins; the source tree's path when none does (its error names it).
+pub fn assets_dir() -> PathBuf {
+    let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets");
+    let mut candidates: Vec<PathBuf> = std::env::var_os("SPECSCOPE_ASSETS")
+        .map(PathBuf::from)
+        .into_iter()
+        .collect();
+    candidates.push(built.clone());
+    if let Ok(cwd) = std::env::current_dir() {
+        candidates.push(cwd.join("assets"));
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        // target/release/specscope → the tree's root is three levels up.
+        candidates.extend(exe.ancestors().skip(1).take(3).map(|d| d.join("assets")));
+    }
+    candidates
+        .into_iter()
+        .find(|d| d.join("tiny-nld").join("config.json").is_file())
+        .unwrap_or(built)
+}
+
 /// Directory of the bundled tiny model (made by `specscope train`).
 pub fn bundled_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("assets")
-        .join("tiny-nld")
+    assets_dir().join("tiny-nld")
 }
 
 /// The files of one checkpoint, resolved on disk.
@@ -96,7 +119,7 @@ impl ModelSource {
                 let dir = bundled_dir();
                 if !dir.join("config.json").is_file() {
                     bail!(
-                        "no --model given and the bundled model is missing at {} (it is made by `specscope train`); pass --model DIR or --model OWNER/NAME",
+                        "no --model given and the bundled model is missing at {} (it is made by `specscope train`; a binary away from its tree looks in ./assets and $SPECSCOPE_ASSETS too); pass --model DIR or --model OWNER/NAME",
                         dir.display()
                     );
                 }

@@ -309,6 +309,44 @@ pub fn throughput(results: &[BenchResult]) -> Vec<ConcurrencySeries> {
 /// RecGuide's modeled tokens/s over each fixed LinearSS block's, per concurrency: one
 /// series per block size, `(C, ratio)`. Empty without a RecGuide configuration (the
 /// paper preset, `recguide`, else the first RecGuide one) or modeled times.
+/// TPF against agreement with AR at the bench's lowest concurrency: per block
+/// diffusion canvas length, one point per threshold (`(label, [(TPF, share)])`), and
+/// one point per lossless configuration at its measured share (1 where its tokens
+/// were AR's for every prompt). Empty without a diffusion configuration.
+pub fn faithfulness(results: &[BenchResult]) -> Vec<(String, Vec<(f64, f64)>)> {
+    let Some(c) = results.iter().map(|r| r.concurrency).min() else {
+        return Vec::new();
+    };
+    let at: Vec<&BenchResult> = results.iter().filter(|r| r.concurrency == c).collect();
+    let mut diffusion: BTreeMap<usize, Vec<(f64, f64)>> = BTreeMap::new();
+    let mut out = Vec::new();
+    for r in &at {
+        if r.tally.ar_judged > 0 {
+            if let Some(l) = r
+                .config
+                .strip_prefix("diffusion L=")
+                .and_then(|s| s.split(' ').next())
+                .and_then(|s| s.parse().ok())
+            {
+                diffusion
+                    .entry(l)
+                    .or_default()
+                    .push((r.tpf, r.tally.ar_agreement()));
+            }
+        } else if r.identical_to_ar == Some(true) {
+            out.push((r.config.clone(), vec![(r.tpf, 1.0)]));
+        }
+    }
+    if diffusion.is_empty() {
+        return Vec::new();
+    }
+    for (l, mut pts) in diffusion {
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        out.push((format!("diffusion L={l} (τ from high to low)"), pts));
+    }
+    out
+}
+
 pub fn speedup(results: &[BenchResult]) -> Vec<(String, Vec<(usize, f64)>)> {
     let Some(rg) = results
         .iter()

@@ -318,6 +318,14 @@ pub fn figures(inputs: &Inputs, pal: &Palette) -> Result<Vec<Figure>> {
         if !up.is_empty() {
             push("speedup", draw::speedup(&up, &b.source.caption(), pal))?;
         }
+        // 4c. Block diffusion's speed against its agreement with AR.
+        let f = data::faithfulness(&b.results);
+        if !f.is_empty() {
+            push(
+                "faithfulness",
+                draw::faithfulness(&f, &b.source.caption(), pal),
+            )?;
+        }
         // 5. Block sizes against concurrency.
         if let Some(shares) = data::block_shares(&b.results) {
             push(

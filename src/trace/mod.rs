@@ -285,6 +285,11 @@ pub fn token_ids(e: &DecodeEvent) -> Vec<u32> {
         }
         DecodeEvent::Committed { tokens, .. } => ids.extend(tokens),
         DecodeEvent::Prefilled { seed, .. } => ids.push(*seed),
+        DecodeEvent::Denoised { canvas, .. } => ids.extend(canvas.iter().flatten()),
+        DecodeEvent::BlockWritten { block, ar, .. } => {
+            ids.extend(block);
+            ids.extend(ar);
+        }
         _ => {}
     }
     ids

@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 
 use super::TraceEvent;
 use crate::engine::events::{
-    count_in, hist_mean, ratio, BranchOutcome, DecodeEvent, Phase, RequestId, RoundTally,
-    StopReason, Tally,
+    count_in, hist_mean, ratio, BlockTally, BranchOutcome, DecodeEvent, Phase, RequestId,
+    RoundTally, StopReason, Tally,
 };
 
 /// Acceptance lengths of one prompt family.
@@ -216,6 +216,17 @@ impl Summary {
                 format!("{:.1}%", 100.0 * t.hit_rate())
             }
         );
+        if t.refresh_forwards > 0 {
+            let _ = writeln!(
+                s,
+                "block diffusion  blocks {}  denoising forwards {}  cache writes {}  agreement with AR {:.1}% of {} tokens (not lossless)",
+                t.refresh_forwards,
+                t.denoise_forwards,
+                t.refresh_forwards,
+                100.0 * t.ar_agreement(),
+                t.ar_judged
+            );
+        }
         if !t.blocks.is_empty() {
             let b: Vec<String> = t.blocks.iter().map(|(b, n)| format!("B{b}: {n}")).collect();
             let _ = writeln!(s, "block sizes  {}", b.join("  "));
@@ -265,6 +276,8 @@ struct Open {
     tally: Tally,
     /// The round being assembled from its events.
     round: RoundTally,
+    /// Block diffusion: the block written, as `(steps, block, AR's tokens)`.
+    written: Option<(usize, Vec<u32>, Vec<u32>)>,
 }
 
 /// Folds events into a [`Summary`]: finished requests count with the engine's own
@@ -352,12 +365,35 @@ impl SummaryBuilder {
                     o.round.hit = Some(*kind);
                 }
             }
+            DecodeEvent::BlockWritten {
+                req,
+                block,
+                steps,
+                ar,
+                ..
+            } => {
+                if let Some(o) = self.open.get_mut(req) {
+                    let n = steps.iter().copied().max().unwrap_or(0);
+                    o.written = Some((n, block.clone(), ar.clone()));
+                }
+            }
             DecodeEvent::Committed {
                 req, round, tokens, ..
             } => {
                 if let Some(o) = self.open.get_mut(req) {
                     o.tally.record_commit(tokens.len(), *round == 0);
-                    if *round > 0 {
+                    if let Some((steps, block, ar)) = o.written.take() {
+                        // A diffusion block counts what it committed, as the engine does.
+                        let f = s.families.entry(o.family.clone()).or_default();
+                        f.rounds += 1;
+                        count_in(&mut f.hist, tokens.len());
+                        o.tally.record_block(&BlockTally {
+                            block: block.len(),
+                            steps,
+                            advance: tokens.len(),
+                            agree: tokens.iter().zip(&ar).filter(|(a, b)| a == b).count(),
+                        });
+                    } else if *round > 0 {
                         // A round advances what it committed: the verdict cut at the
                         // answer's end, as the engine counts it.
                         let mut r = std::mem::take(&mut o.round);
@@ -405,7 +441,9 @@ impl SummaryBuilder {
                     s.tally += &o.tally;
                 }
             }
-            DecodeEvent::Prefilled { .. } | DecodeEvent::EngineState { .. } => {}
+            DecodeEvent::Prefilled { .. }
+            | DecodeEvent::EngineState { .. }
+            | DecodeEvent::Denoised { .. } => {}
         }
     }
 }

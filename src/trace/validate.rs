@@ -142,11 +142,27 @@ pub fn tally(t: &Tally, lines: usize, requests: usize) -> Result<()> {
     ] {
         at_most(what, n, t.rounds)?;
     }
-    at_most("rows", t.rows, t.rounds.saturating_mul(8))?;
+    // Block diffusion: a block takes at most one step per position, and one write.
+    at_most("refresh_forwards", t.refresh_forwards, t.rounds)?;
+    at_most(
+        "denoise_forwards",
+        t.denoise_forwards,
+        t.refresh_forwards.saturating_mul(MAX_BLOCK),
+    )?;
+    at_most("ar_judged", t.ar_judged, t.new_tokens)?;
+    at_most("ar_agree", t.ar_agree, t.ar_judged)?;
+    let diffusion_rows = t.denoise_forwards.saturating_add(t.refresh_forwards);
+    at_most(
+        "rows",
+        t.rows,
+        t.rounds.saturating_mul(8).saturating_add(diffusion_rows),
+    )?;
     at_most(
         "query_tokens",
         t.query_tokens,
-        t.rounds.saturating_mul(8 * MAX_BLOCK),
+        t.rounds
+            .saturating_mul(8 * MAX_BLOCK)
+            .saturating_add(diffusion_rows.saturating_mul(MAX_BLOCK)),
     )?;
     for (k, c) in &t.branches {
         at_most(
@@ -287,6 +303,58 @@ pub fn event(e: &DecodeEvent, lines: usize) -> Result<()> {
             at_most("round", *round, lines)?;
             if let BranchOutcome::Hit { index, .. } = outcome {
                 at_most("outcome.index", *index, 7)?;
+            }
+        }
+        DecodeEvent::Denoised {
+            round,
+            step,
+            canvas,
+            positions,
+            confidence,
+            ..
+        } => {
+            at_most("round", *round, lines)?;
+            block_len("canvas", canvas.len())?;
+            at_most("step", *step, canvas.len())?;
+            ensure!(
+                !positions.is_empty() && positions.len() == confidence.len(),
+                "`positions` has {} entries and `confidence` {}: a step commits at least one position, each with its probability",
+                positions.len(),
+                confidence.len()
+            );
+            for &k in positions {
+                ensure!(
+                    canvas.get(k).is_some_and(Option::is_some),
+                    "`positions` names {k}, which the canvas of {} does not hold a token at",
+                    canvas.len()
+                );
+            }
+            for c in confidence {
+                unit("confidence", *c)?;
+            }
+        }
+        DecodeEvent::BlockWritten {
+            round,
+            block,
+            steps,
+            ar,
+            ..
+        } => {
+            at_most("round", *round, lines)?;
+            block_len("block", block.len())?;
+            ensure!(
+                steps.len() == block.len() && ar.len() == block.len(),
+                "`steps` has {} entries and `ar` {} for a block of {}",
+                steps.len(),
+                ar.len(),
+                block.len()
+            );
+            for &s in steps {
+                ensure!(
+                    (1..=block.len()).contains(&s),
+                    "`steps` holds {s}: a position is committed by one of the block's {} steps",
+                    block.len()
+                );
             }
         }
         DecodeEvent::Committed {
@@ -496,7 +564,7 @@ impl Order {
 
 /// A request's stated statistics against those its events add up to.
 fn stats_agree(stated: &Tally, events: &Tally, req: RequestId) -> Result<()> {
-    let pairs: [(&str, usize, usize); 7] = [
+    let pairs: [(&str, usize, usize); 10] = [
         ("new_tokens", stated.new_tokens, events.new_tokens),
         ("decode_tokens", stated.decode_tokens, events.decode_tokens),
         ("rounds", stated.rounds, events.rounds),
@@ -512,6 +580,17 @@ fn stats_agree(stated: &Tally, events: &Tally, req: RequestId) -> Result<()> {
             events.verify_forwards + events.fused_forwards,
         ),
         ("query_tokens", stated.query_tokens, events.query_tokens),
+        (
+            "denoise_forwards",
+            stated.denoise_forwards,
+            events.denoise_forwards,
+        ),
+        (
+            "refresh_forwards",
+            stated.refresh_forwards,
+            events.refresh_forwards,
+        ),
+        ("ar_agree", stated.ar_agree, events.ar_agree),
     ];
     for (what, a, b) in pairs {
         ensure!(

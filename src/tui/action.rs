@@ -59,7 +59,7 @@ pub enum Action {
     PosPrev,
     /// Select the next draft position for inspection.
     PosNext,
-    /// Switch mode: AR, LinearSS, RecGuide.
+    /// Switch mode: AR, LinearSS, RecGuide, block diffusion.
     CycleMode,
     /// Smaller fixed block size (turns adaptive off).
     BlockSmaller,
@@ -187,7 +187,7 @@ impl Action {
             Action::RoundLive => "follow the live round",
             Action::PosPrev => "inspect previous position",
             Action::PosNext => "inspect next position",
-            Action::CycleMode => "mode: AR / LinearSS / RecGuide",
+            Action::CycleMode => "mode: AR / LinearSS / RecGuide / diffusion",
             Action::BlockSmaller => "smaller block size",
             Action::BlockLarger => "larger block size",
             Action::ToggleAdaptive => "adaptive block size on/off",

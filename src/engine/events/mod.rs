@@ -11,12 +11,15 @@ mod rounds;
 mod stats;
 
 pub use rounds::{round_records, RoundRecord};
-pub use stats::{add_hist, count_in, hist_mean, keyed, ratio, RequestStats, RoundTally, Tally};
+pub use stats::{
+    add_hist, count_in, hist_mean, keyed, ratio, BlockTally, RequestStats, RoundTally, Tally,
+};
 
 /// Version of the event schema (recordings carry it in their header).
 /// 3: a branch miss can be `ended` (the answer ended inside the block).
 /// 4: `drafted` carries the round's row decision (`rows`).
-pub const EVENT_VERSION: u32 = 4;
+/// 5: block diffusion (`mode: diffusion`, `denoised`, `block_written`).
+pub const EVENT_VERSION: u32 = 5;
 
 /// Identifies a request for its whole life.
 pub type RequestId = u64;
@@ -31,6 +34,9 @@ pub enum Mode {
     Linear,
     /// RecGuide: overlap branches and adaptive block sizes on top of LinearSS.
     Recguide,
+    /// Block diffusion (NLD's third mode): a canvas of masks filled by confidence over
+    /// a few bidirectional forwards, no verifier. Fast and not lossless.
+    Diffusion,
 }
 
 /// How the block size of each round is chosen.
@@ -101,6 +107,8 @@ pub enum Origin {
     Reused,
     /// The verifier's own token (correction or bonus) ending the round.
     Bonus,
+    /// A block diffusion token (committed by confidence; no verifier judged it).
+    Diffusion,
 }
 
 /// One draft position as the screen shows it (only when a listener wants detail).
@@ -414,6 +422,11 @@ pub enum Phase {
     Verify,
     /// Verification with branch rows.
     Fused,
+    /// Block diffusion: a denoising step of canvases (cache writes of full canvases
+    /// may ride along).
+    Denoise,
+    /// Block diffusion: only cache writes of full canvases.
+    Refresh,
 }
 
 impl Phase {
@@ -423,6 +436,8 @@ impl Phase {
             Phase::Draft => "draft",
             Phase::Verify => "verify",
             Phase::Fused => "fused",
+            Phase::Denoise => "denoise",
+            Phase::Refresh => "refresh",
         }
     }
 }
@@ -496,6 +511,29 @@ pub enum DecodeEvent {
         round: usize,
         outcome: BranchOutcome,
     },
+    /// Block diffusion: one denoising step of a request's canvas (`round` counts
+    /// blocks, `step` the forwards over this one).
+    Denoised {
+        req: RequestId,
+        round: usize,
+        step: usize,
+        /// The canvas after this step: a token, or null where still masked.
+        canvas: Vec<Option<u32>>,
+        /// Positions committed by this step, and their top probabilities.
+        positions: Vec<usize>,
+        confidence: Vec<f32>,
+    },
+    /// Block diffusion: a full canvas written to the cache by one causal forward, which
+    /// also gives what AR would emit at each position given the same prefix.
+    BlockWritten {
+        req: RequestId,
+        round: usize,
+        block: Vec<u32>,
+        /// The denoising step that committed each position (1-based).
+        steps: Vec<usize>,
+        /// AR's argmax at each position (position 0's from the forward before).
+        ar: Vec<u32>,
+    },
     /// Tokens appended to the answer this round.
     Committed {
         req: RequestId,
@@ -517,7 +555,8 @@ pub enum DecodeEvent {
         req: RequestId,
         stop: StopReason,
         text: String,
-        stats: RequestStats,
+        /// Boxed: the largest payload of any event, and one per request.
+        stats: Box<RequestStats>,
     },
     /// The engine paused or resumed.
     EngineState { paused: bool },
@@ -538,6 +577,8 @@ impl DecodeEvent {
         "branches_built",
         "verified",
         "branch_resolved",
+        "denoised",
+        "block_written",
         "committed",
         "forward",
         "request_finished",
@@ -555,6 +596,8 @@ impl DecodeEvent {
             | DecodeEvent::BranchesBuilt { req, .. }
             | DecodeEvent::Verified { req, .. }
             | DecodeEvent::BranchResolved { req, .. }
+            | DecodeEvent::Denoised { req, .. }
+            | DecodeEvent::BlockWritten { req, .. }
             | DecodeEvent::Committed { req, .. }
             | DecodeEvent::RequestFinished { req, .. } => Some(*req),
             DecodeEvent::Error { req, .. } => *req,

@@ -32,6 +32,20 @@ pub struct RoundTally {
     pub hit: Option<BranchKind>,
 }
 
+/// What one block of block diffusion did, as the statistics count it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BlockTally {
+    /// Canvas length.
+    pub block: usize,
+    /// Denoising forwards the canvas took (its cache write is one more).
+    pub steps: usize,
+    /// Tokens committed (the canvas cut at the answer's end).
+    pub advance: usize,
+    /// Of those, the tokens AR would have emitted at the same position given the same
+    /// prefix.
+    pub agree: usize,
+}
+
 /// Counts of rounds, forwards and tokens: the one fold every statistic is made of
 /// (`+=` adds requests up). TPF: decode tokens / decode forwards, prefill excluded, a
 /// fused forward counting once per request in it.
@@ -64,6 +78,21 @@ pub struct Tally {
     /// Branch rows built and reused, by kind.
     #[serde(with = "keyed")]
     pub branches: BTreeMap<BranchKind, BranchCount>,
+    /// Block diffusion: denoising forwards and cache writes (a block is one round).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub denoise_forwards: usize,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub refresh_forwards: usize,
+    /// Block diffusion: committed tokens compared with AR's argmax at their position,
+    /// and how many agreed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub ar_judged: usize,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub ar_agree: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Tally {
@@ -96,6 +125,24 @@ impl Tally {
         }
     }
 
+    /// Counts one block of block diffusion.
+    pub fn record_block(&mut self, b: &BlockTally) {
+        self.rounds += 1;
+        count_in(&mut self.accept_hist, b.advance);
+        *self.blocks.entry(b.block).or_default() += 1;
+        self.denoise_forwards += b.steps;
+        self.refresh_forwards += 1;
+        self.rows += b.steps + 1;
+        self.query_tokens += b.block * (b.steps + 1);
+        self.ar_judged += b.advance;
+        self.ar_agree += b.agree;
+    }
+
+    /// Share of block diffusion's tokens that AR would have emitted too.
+    pub fn ar_agreement(&self) -> f64 {
+        ratio(self.ar_agree as f64, self.ar_judged as f64)
+    }
+
     /// Counts committed tokens (`prefill`: the first token, from the prefill).
     pub fn record_commit(&mut self, tokens: usize, prefill: bool) {
         self.new_tokens += tokens;
@@ -105,7 +152,11 @@ impl Tally {
     }
 
     pub fn decode_forwards(&self) -> usize {
-        self.draft_forwards + self.verify_forwards + self.fused_forwards
+        self.draft_forwards
+            + self.verify_forwards
+            + self.fused_forwards
+            + self.denoise_forwards
+            + self.refresh_forwards
     }
 
     pub fn tpf(&self) -> f64 {
@@ -138,6 +189,10 @@ impl AddAssign<&Tally> for Tally {
         self.saved_drafts += o.saved_drafts;
         self.query_tokens += o.query_tokens;
         self.rows += o.rows;
+        self.denoise_forwards += o.denoise_forwards;
+        self.refresh_forwards += o.refresh_forwards;
+        self.ar_judged += o.ar_judged;
+        self.ar_agree += o.ar_agree;
         add_hist(&mut self.accept_hist, &o.accept_hist);
         add_hist(&mut self.ended_hist, &o.ended_hist);
         for (b, n) in &o.blocks {
@@ -159,6 +214,10 @@ pub struct RequestStats {
     pub tally: Tally,
     pub prefill_secs: f64,
     pub decode_secs: f64,
+    /// Block diffusion: the answer position of the first token AR would not have
+    /// emitted there (none while every token agrees).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_divergence: Option<usize>,
 }
 
 impl RequestStats {

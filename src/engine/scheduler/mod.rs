@@ -6,6 +6,7 @@
 //! remain selectable (`Batching::ByBlock`). Each request keeps its own cache, seed and
 //! history (`request`); applying a verdict is `resolve`.
 
+mod diffusion;
 mod request;
 mod resolve;
 
@@ -15,11 +16,14 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
+pub use diffusion::commit_positions;
 pub use request::{Finished, Submit};
 use request::{Pending, ReqState};
 
 use super::cost::{CostModel, ForwardShape, Pricing};
-use super::events::{BlockDecision, DecodeEvent, EventSink, Origin, Phase, RequestId, RowsPriced};
+use super::events::{
+    BlockDecision, DecodeEvent, EventSink, Mode, Origin, Phase, RequestId, RowsPriced,
+};
 use super::options::DecodeOptions;
 use super::overlap::{self, Branch, BranchKind, BranchRoom};
 use super::policy::{BlockPolicy, Member, RowKey, RowLoad, SurvivalTables};
@@ -33,6 +37,10 @@ pub struct ForwardCounts {
     pub draft: usize,
     pub verify: usize,
     pub fused: usize,
+    /// Block diffusion: denoising forwards (cache writes riding along) and forwards
+    /// of cache writes alone.
+    pub denoise: usize,
+    pub refresh: usize,
     pub rows: usize,
     pub query_tokens: usize,
     /// Decode forwards priced by the cost profile the run started from (not the
@@ -105,10 +113,12 @@ pub struct Scheduler {
 }
 
 impl Scheduler {
+    /// A scheduler priced by the built-in CPU profile (no I/O: the caller passes the
+    /// prices it decides by with `with_pricing`).
     pub fn new(model: Model, tokenizer: Option<TextTokenizer>) -> Self {
         let mask = model.config().mask_token_id();
         let eos = model.config().eos_token_ids();
-        let cost = CostModel::load_default();
+        let cost = CostModel::builtin();
         Self {
             model,
             tokenizer,
@@ -203,6 +213,11 @@ impl Scheduler {
     pub fn set_options(&mut self, options: &DecodeOptions) -> Result<()> {
         options.validate()?;
         for r in &mut self.requests {
+            // A request diffuses from its start or not at all (its block and cache
+            // follow a different rhythm): to or from diffusion is for new requests.
+            if (options.mode == Mode::Diffusion) != (r.opts.mode == Mode::Diffusion) {
+                continue;
+            }
             let o = DecodeOptions {
                 max_new_tokens: r.opts.max_new_tokens,
                 sampling: r.opts.sampling,
@@ -225,15 +240,30 @@ impl Scheduler {
         Ok(())
     }
 
-    /// One round for every live request (prefilling new ones first).
+    /// One round for every live request (prefilling new ones first): a block of the
+    /// speculating ones, a step of the diffusing ones.
     pub fn step(&mut self, sink: &mut dyn EventSink) -> Result<()> {
         self.prefill(sink)?;
         // Requests that stopped at their first token leave before indices are planned.
         self.finish_done(sink);
+        let (diffusing, live): (Vec<usize>, Vec<usize>) = (0..self.requests.len())
+            .filter(|&i| self.live(i))
+            .partition(|&i| self.requests[i].opts.mode == Mode::Diffusion);
+        if !diffusing.is_empty() {
+            self.diffusion_step(&diffusing, sink)?;
+        }
+        if !live.is_empty() {
+            self.speculate(live, sink)?;
+        }
+        self.finish_done(sink);
+        Ok(())
+    }
+
+    /// One round of drafting and verification for the speculating requests `live`.
+    fn speculate(&mut self, live: Vec<usize>, sink: &mut dyn EventSink) -> Result<()> {
         let start = Instant::now();
         let priced_before = self.counts.modeled_ms;
         let committed = self.committed;
-        let live: Vec<usize> = (0..self.requests.len()).filter(|&i| self.live(i)).collect();
         let max_pos = self.model.config().max_position_embeddings;
         let members: Vec<Member> = live
             .iter()
@@ -276,7 +306,6 @@ impl Scheduler {
             self.draft_group(&mut group, sharing, sink)?;
             self.verify_group(group, sink)?;
         }
-        self.finish_done(sink);
         let round_ms = match self.clock {
             Clock::Wall => start.elapsed().as_secs_f64() * 1e3,
             Clock::Priced => self.counts.modeled_ms - priced_before,
@@ -329,6 +358,8 @@ impl Scheduler {
             Phase::Draft => c.draft += 1,
             Phase::Verify => c.verify += 1,
             Phase::Fused => c.fused += 1,
+            Phase::Denoise => c.denoise += 1,
+            Phase::Refresh => c.refresh += 1,
         }
         if phase != Phase::Prefill {
             c.rows += batch.rows.len();
@@ -403,7 +434,13 @@ impl Scheduler {
                 seed,
                 ms,
             });
-            self.commit(i, 0, &[seed], &[Origin::Prefill], sink);
+            if r.opts.mode == Mode::Diffusion {
+                // Block diffusion fills its first canvas from the prompt alone: the
+                // prefill's token is only what AR would say at position 0.
+                r.ar_next = Some(seed);
+            } else {
+                self.commit(i, 0, &[seed], &[Origin::Prefill], sink);
+            }
         }
         Ok(())
     }
@@ -606,7 +643,7 @@ impl Scheduler {
             for k in 0..nbranch {
                 predicted.push(self.choose(i, &logits[first + 1 + k])?);
             }
-            self.resolve(p, vsig, vtok, predicted, detail, sink);
+            self.resolve(p, vsig, vtok, predicted, detail, sink)?;
         }
         self.learn_cost(&timing);
         Ok(())

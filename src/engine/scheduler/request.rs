@@ -62,6 +62,11 @@ pub(super) struct ReqState {
     pub text: String,
     pub stream: Option<TokenStream>,
     pub decode_start: Option<Instant>,
+    /// Block diffusion: the canvas being filled.
+    pub canvas: Option<super::diffusion::Canvas>,
+    /// Block diffusion: AR's argmax for the next canvas's position 0 (from the last
+    /// causal forward).
+    pub ar_next: Option<u32>,
 }
 
 impl Scheduler {
@@ -112,6 +117,8 @@ impl Scheduler {
             text: String::new(),
             stream: self.tokenizer.as_ref().map(TextTokenizer::stream),
             decode_start: None,
+            canvas: None,
+            ar_next: None,
             prompt: s.prompt,
             opts: s.options,
             family: s.family,
@@ -209,7 +216,7 @@ impl Scheduler {
             req: r.id,
             stop,
             text: text.clone(),
-            stats: r.stats.clone(),
+            stats: Box::new(r.stats.clone()),
         });
         self.finished.push(Finished {
             id: r.id,

@@ -23,7 +23,7 @@ impl Scheduler {
         predicted: Vec<Predicted>,
         detail: bool,
         sink: &mut dyn EventSink,
-    ) {
+    ) -> anyhow::Result<()> {
         let (i, b) = (p.req, p.block_size);
         let verdict = round::verify(&p.block, &vtok);
         // The history before this round, for the policy's calibration of its tables.
@@ -32,7 +32,11 @@ impl Scheduler {
         let r = &mut self.requests[i];
         let (id, rnd) = (r.id, r.round);
         let ctx = r.cache.len() - b;
-        let _ = r.cache.truncate(ctx + verdict.advance());
+        // The verify forward wrote the whole block: keeping a prefix of it cannot fail
+        // unless the cache and the plan disagree, a bug worth stopping for.
+        r.cache
+            .truncate(ctx + verdict.advance())
+            .map_err(|e| anyhow::anyhow!("request {id}, round {rnd}: {e}"))?;
         let budget = r.opts.max_new_tokens.saturating_sub(r.out.len());
         let (kept, _) = round::truncate_emitted(verdict.emitted(), &self.eos, budget);
         let origins: Vec<Origin> = (0..kept.len())
@@ -140,6 +144,7 @@ impl Scheduler {
             hit,
         });
         self.commit(i, rnd, &kept, &origins, sink);
+        Ok(())
     }
 }
 

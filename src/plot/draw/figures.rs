@@ -330,6 +330,59 @@ pub fn speedup(s: &[(String, Vec<(usize, f64)>)], caption: &str, pal: &Palette) 
     })
 }
 
+/// Figure 4c: what block diffusion trades for its speed. TPF against the share of
+/// tokens AR would have emitted: self-speculation sits at 100%, diffusion below it.
+pub fn faithfulness(
+    s: &[(String, Vec<(f64, f64)>)],
+    caption: &str,
+    pal: &Palette,
+) -> Result<String> {
+    svg(|root| {
+        let body = frame(
+            root,
+            "Tokens per forward against agreement with AR: block diffusion and self-speculation",
+            caption,
+            pal,
+        )?;
+        let series: Vec<Series> = s
+            .iter()
+            .enumerate()
+            .map(|(i, (label, pts))| Series {
+                label: label.clone(),
+                color: pal.series(i),
+                points: pts
+                    .iter()
+                    .map(|&(tpf, share)| (tpf, 100.0 * share))
+                    .collect(),
+                thin: false,
+                marker: Some(i),
+            })
+            .collect();
+        let x = range(
+            series.iter().flat_map(|s| s.points.iter().map(|p| p.0)),
+            true,
+        );
+        let y = range(
+            series.iter().flat_map(|s| s.points.iter().map(|p| p.1)),
+            false,
+        );
+        lines(
+            &Lines {
+                title: String::new(),
+                x_desc: "tokens per forward (TPF)",
+                y_desc: "tokens AR would emit (%)",
+                x,
+                y,
+                log_x: false,
+                percent_y: false,
+            },
+            &series,
+            &body,
+            pal,
+        )
+    })
+}
+
 /// Figure 5: block sizes chosen, as stacked shares per concurrency (a bench), or per
 /// round over a session (a recording).
 pub fn block_shares(b: &BlockShares, caption: &str, pal: &Palette) -> Result<String> {

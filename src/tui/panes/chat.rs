@@ -135,6 +135,8 @@ fn origin_style(o: Origin, t: &Theme) -> Style {
         Origin::Draft => t.accepted,
         Origin::Reused => t.reused,
         Origin::Bonus => t.bonus,
+        // No verifier judged it: plain text.
+        Origin::Diffusion => t.text,
     }
 }
 

@@ -91,6 +91,14 @@ const WINDOW: usize = 8;
 /// Bar style of a round: reused block, full block, or the rest (a reject, or the
 /// answer's end inside the block).
 pub fn bar_style(r: &RoundView, t: &Theme) -> Style {
+    if let Some(share) = r.ar_agreement() {
+        // Block diffusion: whole when AR would have said every token.
+        return if share >= 1.0 {
+            t.bar_full
+        } else {
+            t.bar_partial
+        };
+    }
     if r.reused.is_some() {
         t.bar_reused
     } else if r.verdict.as_ref().is_some_and(|v| v.first_reject.is_none()) && !r.ended() {
@@ -154,7 +162,8 @@ pub fn rates(samples: &VecDeque<Sample>, last: usize) -> (Vec<f64>, Vec<f64>) {
     (tpf, tps)
 }
 
-/// Per-round bars: height = tokens kept / block size, 4 rows of eighths.
+/// Per-round bars: height = tokens kept / block size (block diffusion: the share AR
+/// agrees with), 4 rows of eighths.
 struct Bars<'a> {
     rounds: &'a [&'a RoundView],
     highlight: Option<usize>,
@@ -165,13 +174,18 @@ impl Widget for Bars<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let h = usize::from(area.height);
         for (x, r) in self.rounds.iter().enumerate().take(usize::from(area.width)) {
-            let Some(mut adv) = r.advance() else { continue };
-            // An answer's last round draws what it kept, as its verdict says.
-            if !r.committed.is_empty() {
-                adv = adv.min(r.committed.len());
-            }
-            let b = r.block_size.unwrap_or(r.block.len()).max(1);
-            let frac = (adv as f64 / b as f64).clamp(0.0, 1.0);
+            let frac = match (r.ar_agreement(), r.advance()) {
+                (Some(share), _) => share,
+                (None, Some(mut adv)) => {
+                    // An answer's last round draws what it kept, as its verdict says.
+                    if !r.committed.is_empty() {
+                        adv = adv.min(r.committed.len());
+                    }
+                    let b = r.block_size.unwrap_or(r.block.len()).max(1);
+                    (adv as f64 / b as f64).clamp(0.0, 1.0)
+                }
+                (None, None) => continue,
+            };
             let mut eighths = (frac * (h * 8) as f64).round() as usize;
             eighths = eighths.max(1);
             let mut style = bar_style(r, self.theme);
@@ -208,11 +222,20 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme) {
             t.title,
         )
         .part(
-            measured([
-                format!("· mean acceptance {mean:.2} "),
-                format!("· acceptance {mean:.2} "),
-                format!("· acc {mean:.2} "),
-            ]),
+            measured(if n > 0 && sm.tally.refresh_forwards == n {
+                // Every round a diffusion block: nothing was accepted.
+                [
+                    format!("· {mean:.1} tokens per block "),
+                    format!("· {mean:.1} tok/block "),
+                    String::new(),
+                ]
+            } else {
+                [
+                    format!("· mean acceptance {mean:.2} "),
+                    format!("· acceptance {mean:.2} "),
+                    format!("· acc {mean:.2} "),
+                ]
+            }),
             t.title,
         )
         .part(
@@ -236,7 +259,7 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme) {
     let list = &s.rounds.list;
     let mut verified: Vec<usize> = (0..list.len())
         .rev()
-        .filter(|i| list[*i].verdict.is_some())
+        .filter(|i| list[*i].settled())
         .take(plot_w)
         .collect();
     verified.reverse();
@@ -258,8 +281,10 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme) {
             Rect::new(inner.x, inner.y + y, label_w, 1),
         );
     };
-    // Bar height is tokens advanced ÷ block size (F1's "history bars").
-    label(f, 0, "adv/B");
+    // Bar height is tokens advanced ÷ block size (F1's "history bars"); for block
+    // diffusion, the share of the block AR would have emitted.
+    let diffusing = shown.last().is_some_and(|r| r.diffusion.is_some());
+    label(f, 0, if diffusing { "=AR" } else { "adv/B" });
     f.render_widget(
         Bars {
             rounds: &shown,
@@ -283,7 +308,13 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme) {
         ));
     }
     // The colour key and the block-size glyphs, compact where the pane is narrow.
-    let legend = if inner.width >= 58 {
+    let legend = if diffusing {
+        Line::from(vec![
+            Span::styled("█ every token =AR  ", t.bar_full),
+            Span::styled("█ some ≠AR  ", t.bar_partial),
+            Span::styled("block: ·1 ▂4 ▃8 ▅16 █32", t.dim),
+        ])
+    } else if inner.width >= 58 {
         Line::from(vec![
             Span::styled("█ full  ", t.bar_full),
             Span::styled("█ reject  ", t.bar_partial),
@@ -300,7 +331,26 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme) {
     };
     lines.push(legend);
     let tally = &sm.tally;
-    let br = if tally.branches.is_empty() {
+    let br = if tally.refresh_forwards > 0 && tally.branches.is_empty() {
+        // Block diffusion: what a forward bought, and what it cost in faithfulness.
+        let per_forward = crate::engine::events::ratio(
+            tally.ar_judged as f64,
+            (tally.denoise_forwards + tally.refresh_forwards) as f64,
+        );
+        Fit::default()
+            .ranked(["diffusion ", "diff "], t.dim, 2)
+            .ranked([format!("{per_forward:.2} tok/forward ")], t.text, 0)
+            .ranked(
+                [
+                    format!("· AR agrees {:.1}% ", 100.0 * tally.ar_agreement()),
+                    format!("· =AR {:.0}% ", 100.0 * tally.ar_agreement()),
+                ],
+                t.warning,
+                1,
+            )
+            .ranked(["· not lossless", ""], t.dim, 3)
+            .line(usize::from(inner.width))
+    } else if tally.branches.is_empty() {
         Line::from(vec![
             Span::styled("branches ", t.dim),
             Span::styled("none built yet", t.dim),

@@ -16,7 +16,7 @@ use crate::engine::events::{PosView, Rule, StopReason};
 use crate::engine::overlap::{BranchKind, BranchOutcome, MissReason};
 use crate::tui::action::Action;
 use crate::tui::keymap::Keymap;
-use crate::tui::state::{RoundView, State};
+use crate::tui::state::{DiffusionView, RoundView, State};
 use crate::tui::theme::Theme;
 
 /// The glyph in front of a risky position's margin.
@@ -92,17 +92,71 @@ fn fate_style(f: PosFate, t: &Theme) -> Style {
     }
 }
 
+/// Two-line cells (a token over its label), wrapped to a width: the block's and the
+/// diffusion canvas's rows.
+struct Cells {
+    width: usize,
+    col: usize,
+    top: Vec<Span<'static>>,
+    bottom: Vec<Span<'static>>,
+    out: Vec<Line<'static>>,
+}
+
+impl Cells {
+    fn new(width: usize) -> Self {
+        Self {
+            width,
+            col: 0,
+            top: Vec::new(),
+            bottom: Vec::new(),
+            out: Vec::new(),
+        }
+    }
+
+    /// Starts a new pair of rows when a cell of `w` columns would not fit.
+    fn room_for(&mut self, w: usize) {
+        if self.col > 0 && self.col + w > self.width {
+            self.out.push(Line::from(std::mem::take(&mut self.top)));
+            self.out.push(Line::from(std::mem::take(&mut self.bottom)));
+            self.col = 0;
+        }
+    }
+
+    /// A cell as wide as the wider of its two texts, and a column of space.
+    fn push(&mut self, text: String, style: Style, under: String, under_style: Style) {
+        let w = text.width().max(under.width()) + 1;
+        self.room_for(w);
+        self.top
+            .push(Span::styled(format!("{text:<w$}", w = w - 1), style));
+        self.top.push(Span::raw(" "));
+        self.bottom
+            .push(Span::styled(format!("{under:<w$}", w = w - 1), under_style));
+        self.bottom.push(Span::raw(" "));
+        self.col += w;
+    }
+
+    /// A last cell with no space after it.
+    fn last(&mut self, text: String, style: Style, under: String, under_style: Style) {
+        self.room_for(text.width().max(under.width()));
+        self.top.push(Span::styled(text, style));
+        self.bottom.push(Span::styled(under, under_style));
+    }
+
+    fn lines(mut self) -> Vec<Line<'static>> {
+        if !self.top.is_empty() {
+            self.out.push(Line::from(self.top));
+            self.out.push(Line::from(self.bottom));
+        }
+        self.out
+    }
+}
+
 /// The two-line cells of the block, wrapped to `width`.
 fn block_lines(r: &RoundView, st: &State, t: &Theme, width: usize) -> Vec<Line<'static>> {
     let s = &st.session;
-    let selected = st.rounds.selected;
-    let mut out = Vec::new();
-    let mut top: Vec<Span> = Vec::new();
-    let mut bottom: Vec<Span> = Vec::new();
-    let mut col = 0;
-    let n = r.block.len();
-    let sel = selected;
-    for p in 0..n {
+    let sel = st.rounds.selected;
+    let mut cells = Cells::new(width);
+    for p in 0..r.block.len() {
         let fate = fate(r, p);
         let mut tok = visible_token(&s.token(r.block[p]), cell_max(width));
         if fate == PosFate::Rejected {
@@ -124,12 +178,6 @@ fn block_lines(r: &RoundView, st: &State, t: &Theme, width: usize) -> Vec<Line<'
                 m
             }
         };
-        let w = tok.width().max(margin.width()) + 1;
-        if col > 0 && col + w > width {
-            out.push(Line::from(std::mem::take(&mut top)));
-            out.push(Line::from(std::mem::take(&mut bottom)));
-            col = 0;
-        }
         let mut ts = fate_style(fate, t);
         let mut ms = if risky {
             t.risky
@@ -150,29 +198,14 @@ fn block_lines(r: &RoundView, st: &State, t: &Theme, width: usize) -> Vec<Line<'
             ts = ts.patch(t.selected);
             ms = ms.patch(t.selected);
         }
-        top.push(Span::styled(format!("{tok:<w$}", w = w - 1), ts));
-        top.push(Span::raw(" "));
-        bottom.push(Span::styled(format!("{margin:<w$}", w = w - 1), ms));
-        bottom.push(Span::raw(" "));
-        col += w;
+        cells.push(tok, ts, margin, ms);
     }
     if let Some(v) = &r.verdict {
         let tok = format!("+{}", visible_token(&s.token(v.bonus), cell_max(width)));
-        // The last cell: as wide as the wider of the token and its label.
-        let w = tok.width().max("bonus".len());
-        if col > 0 && col + w > width {
-            out.push(Line::from(std::mem::take(&mut top)));
-            out.push(Line::from(std::mem::take(&mut bottom)));
-        }
         let style = if r.ended() { t.discarded } else { t.bonus };
-        top.push(Span::styled(tok, style));
-        bottom.push(Span::styled("bonus", t.dim));
+        cells.last(tok, style, "bonus".into(), t.dim);
     }
-    if !top.is_empty() {
-        out.push(Line::from(top));
-        out.push(Line::from(bottom));
-    }
-    out
+    cells.lines()
 }
 
 /// The verdict in words, wrapped to `width`.
@@ -534,6 +567,165 @@ fn inspector(r: &RoundView, s: &State, t: &Theme, p: usize, width: usize) -> Vec
     out
 }
 
+/// The glyph of a position still masked on a diffusion canvas.
+pub const MASK_GLYPH: &str = "░";
+/// The glyph in front of a diffused token AR would not have emitted.
+pub const DIVERGE_GLYPH: &str = "≠";
+
+/// A diffusion canvas as two-line cells (token; the step that committed it), then what
+/// the last step did or, once written, where AR would have said something else.
+/// Returns the lines and how many of the last are the outcome.
+fn diffusion_lines(
+    r: &RoundView,
+    d: &DiffusionView,
+    st: &State,
+    t: &Theme,
+    width: usize,
+) -> (Vec<Line<'static>>, usize) {
+    let s = &st.session;
+    let label = s
+        .requests
+        .get(&r.req)
+        .map_or("Block diffusion".to_string(), |i| i.label.clone());
+    let masks = d.canvas.iter().filter(|c| c.is_none()).count();
+    let kept = r.diffusion_kept();
+    let mut out = wrap(
+        &[
+            (format!("{label}: "), t.title),
+            (
+                if d.ar.is_some() {
+                    format!(
+                        "{} steps + 1 cache write for {kept} tokens, no verifier",
+                        d.steps
+                    )
+                } else {
+                    // Kept on one row: it wraps whole where the label leaves no room.
+                    glue(&format!(
+                        "step {} · {masks} masked of {}",
+                        d.steps,
+                        d.canvas.len()
+                    ))
+                },
+                t.dim,
+            ),
+        ],
+        width,
+    );
+    let differ = d.disagreements(kept);
+    let mut cells = Cells::new(width);
+    for (p, c) in d.canvas.iter().enumerate() {
+        let step = d.step_of.get(p).copied().unwrap_or(0);
+        let (tok, mut style) = match c {
+            None => (MASK_GLYPH.repeat(2), t.dim),
+            Some(id) => {
+                let tok = visible_token(&s.token(*id), cell_max(width));
+                if d.ar.is_some() {
+                    if p >= kept {
+                        // Past the answer's end: never committed.
+                        (tok, t.discarded)
+                    } else if differ.contains(&p) {
+                        (format!("{DIVERGE_GLYPH}{tok}"), t.risky)
+                    } else {
+                        (tok, t.accepted)
+                    }
+                } else if step == d.steps {
+                    (tok, t.bonus)
+                } else {
+                    (tok, t.text)
+                }
+            }
+        };
+        let under = if step == 0 {
+            String::new()
+        } else {
+            format!("s{step}")
+        };
+        let mut us = t.dim;
+        if st.rounds.selected == Some(p) {
+            style = style.patch(t.selected);
+            us = us.patch(t.selected);
+        }
+        cells.push(tok, style, under, us);
+    }
+    out.extend(cells.lines());
+    let outcome = match &d.ar {
+        Some(ar) => {
+            let n = kept;
+            let mut parts = vec![(
+                format!("AR agrees at {} of {n}", n - differ.len()),
+                if differ.is_empty() {
+                    t.accepted
+                } else {
+                    t.text
+                },
+            )];
+            for &p in differ.iter().take(3) {
+                parts.push((
+                    format!("; at {p} AR would say {}", glue(&quoted(&s.token(ar[p])))),
+                    t.risky,
+                ));
+            }
+            if differ.len() > 3 {
+                parts.push((format!("; {} more", differ.len() - 3), t.dim));
+            }
+            parts.push((" · not lossless".to_string(), t.dim));
+            wrap(&parts, width)
+        }
+        None => {
+            let now: Vec<f32> = (0..d.canvas.len())
+                .filter(|&p| d.step_of.get(p) == Some(&d.steps))
+                .map(|p| d.confidence.get(p).copied().unwrap_or(0.0))
+                .collect();
+            let low = now.iter().copied().fold(f32::INFINITY, f32::min);
+            let text = match now.len() {
+                0 => "nothing committed yet".to_string(),
+                1 => format!("step {}: 1 position, p {low:.2}", d.steps),
+                k => format!("step {}: {k} positions, p ≥ {low:.2}", d.steps),
+            };
+            wrap(&[(text, t.dim)], width)
+        }
+    };
+    let n = outcome.len();
+    out.extend(outcome);
+    (out, n)
+}
+
+/// A selected canvas position: its token, the step and probability it was committed
+/// with, and AR's choice there once the block is written.
+fn diffusion_inspector(
+    d: &DiffusionView,
+    st: &State,
+    t: &Theme,
+    p: usize,
+    width: usize,
+) -> Vec<Line<'static>> {
+    let p = p.min(d.canvas.len().saturating_sub(1));
+    let s = &st.session;
+    let mut parts = vec![(format!("position {p}: "), t.title)];
+    match d.canvas.get(p).copied().flatten() {
+        None => parts.push(("still masked".into(), t.dim)),
+        Some(id) => {
+            parts.push((glue(&quoted(&s.token(id))), t.text));
+            let step = d.step_of.get(p).copied().unwrap_or(0);
+            match d.confidence.get(p).copied().filter(|c| *c > 0.0) {
+                Some(c) => parts.push((format!(" at step {step}, p {c:.2}"), t.dim)),
+                None => parts.push((format!(" at step {step}"), t.dim)),
+            }
+            if let Some(a) = d.ar.as_ref().and_then(|ar| ar.get(p)) {
+                if *a == id {
+                    parts.push(("; AR says the same".into(), t.accepted));
+                } else {
+                    parts.push((
+                        format!("; AR would say {}", glue(&quoted(&s.token(*a)))),
+                        t.risky,
+                    ));
+                }
+            }
+        }
+    }
+    wrap(&parts, width)
+}
+
 /// The lines that must show, how many of their last are the verdict, and the optional
 /// sections in order (each with whether it may show in part).
 type Sections = (Vec<Line<'static>>, usize, Vec<(Vec<Line<'static>>, bool)>);
@@ -541,6 +733,14 @@ type Sections = (Vec<Line<'static>>, usize, Vec<(Vec<Line<'static>>, bool)>);
 /// Sections of the round pane, most important first: what must show (the decision,
 /// the draft, the verdict) and what shows as room allows.
 fn sections(r: &RoundView, s: &State, t: &Theme, width: usize) -> Sections {
+    if let Some(d) = &r.diffusion {
+        let (lines, outcome) = diffusion_lines(r, d, s, t, width);
+        let inspected = s
+            .rounds
+            .selected
+            .map(|p| (diffusion_inspector(d, s, t, p, width), true));
+        return (lines, outcome, inspected.into_iter().collect());
+    }
     let (head, candidates) = decision_lines(r, t, width);
     let mut must = head;
     let mut verdict = 0;

@@ -1,9 +1,11 @@
 //! What the keys do to the state (and ask of the app).
 
 use super::{
-    messages_of, Effect, Level, Role, State, Topic, BLOCK_STEPS, LIVE_PACES_MS, REPLAY_PACES,
+    messages_of, Effect, Level, RequestInfo, Role, State, Topic, BLOCK_STEPS, LIVE_PACES_MS,
+    REPLAY_PACES,
 };
 use crate::engine::options::Blocks;
+use crate::engine::Mode;
 use crate::model::ChatMessage;
 use crate::tui::action::Action;
 use crate::tui::input::InputEdit;
@@ -278,11 +280,24 @@ fn change_options(s: &mut State, a: Action) {
         _ => return,
     };
     let label = o.label();
+    let diffusion = o.mode == Mode::Diffusion;
+    // The engine moves a live answer to or from block diffusion never (its canvas and
+    // cache keep another rhythm): those changes are for the next message.
+    let applies = |info: &RequestInfo| info.diffusing == diffusion;
+    let mut note = note;
     if *o != before {
+        let mut waiting = false;
         for r in &s.session.live {
             if let Some(info) = s.session.requests.get_mut(r) {
-                info.label = label.clone();
+                if applies(info) {
+                    info.label = label.clone();
+                } else {
+                    waiting = true;
+                }
             }
+        }
+        if waiting {
+            note.push_str(" (from the next message)");
         }
     }
     s.notice(note, Level::Info);

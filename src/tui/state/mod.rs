@@ -13,7 +13,7 @@ mod status;
 use std::collections::HashMap;
 
 pub use chat::{messages_of, Chat, Role, Turn, TurnStatus};
-pub use rounds::{RoundView, Rounds, VerdictView, MAX_ROUNDS};
+pub use rounds::{DiffusionView, RoundView, Rounds, VerdictView, MAX_ROUNDS};
 pub use stats::{Comparison, Rate, Sample, SpeedMeter, Stats};
 pub use status::{
     Level, Notice, ReplayPace, ReplayStatus, Status, Topic, DEFAULT_LIVE_PACE, DEFAULT_REPLAY_PACE,
@@ -109,6 +109,8 @@ pub struct RequestInfo {
     pub family: String,
     /// Why it ended, once it has (kept when Ctrl+L clears the chat's turns).
     pub stop: Option<StopReason>,
+    /// It decodes by block diffusion (for its whole life: see `change_options`).
+    pub diffusing: bool,
 }
 
 /// The model and what the session decodes with.
@@ -353,6 +355,7 @@ fn on_event(s: &mut State, t: f64, event: TraceEvent) {
                     started: o.label(),
                     family: family.unwrap_or_else(|| "chat".into()),
                     stop: None,
+                    diffusing: mode == crate::engine::Mode::Diffusion,
                 },
             );
             s.session.live.push(req);
@@ -415,6 +418,44 @@ fn on_event(s: &mut State, t: f64, event: TraceEvent) {
             round,
             outcome,
         } => s.rounds.get_mut(req, round, t).outcome = Some(outcome),
+        DecodeEvent::Denoised {
+            req,
+            round,
+            step,
+            canvas,
+            positions,
+            confidence,
+        } => {
+            let r = s.rounds.get_mut(req, round, t);
+            r.block_size = Some(canvas.len());
+            let d = r.diffusion.get_or_insert_with(DiffusionView::default);
+            d.step_of.resize(canvas.len(), 0);
+            d.confidence.resize(canvas.len(), 0.0);
+            for (&k, &c) in positions.iter().zip(&confidence) {
+                if k < canvas.len() {
+                    d.step_of[k] = step;
+                    d.confidence[k] = c;
+                }
+            }
+            d.canvas = canvas;
+            d.steps = step;
+        }
+        DecodeEvent::BlockWritten {
+            req,
+            round,
+            block,
+            steps,
+            ar,
+        } => {
+            let r = s.rounds.get_mut(req, round, t);
+            r.block_size = Some(block.len());
+            let d = r.diffusion.get_or_insert_with(DiffusionView::default);
+            d.steps = steps.iter().copied().max().unwrap_or(d.steps);
+            d.confidence.resize(block.len(), 0.0);
+            d.canvas = block.into_iter().map(Some).collect();
+            d.step_of = steps;
+            d.ar = Some(ar);
+        }
         DecodeEvent::Committed {
             req,
             round,

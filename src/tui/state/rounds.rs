@@ -20,6 +20,39 @@ pub struct VerdictView {
     pub detail: Vec<PosView>,
 }
 
+/// A block diffusion canvas as shown (a diffusion round is one block).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DiffusionView {
+    /// A token, or `None` where still masked.
+    pub canvas: Vec<Option<u32>>,
+    /// The step that committed each position (0 while masked).
+    pub step_of: Vec<usize>,
+    /// The top probability each position was committed with (0 while masked).
+    pub confidence: Vec<f32>,
+    /// Denoising steps so far.
+    pub steps: usize,
+    /// AR's argmax at each position once the block is written to the cache.
+    pub ar: Option<Vec<u32>>,
+}
+
+impl DiffusionView {
+    /// Positions where the block differs from what AR would emit (once written), among
+    /// the first `kept` (what the answer committed; past its end nothing counts).
+    pub fn disagreements(&self, kept: usize) -> Vec<usize> {
+        let Some(ar) = &self.ar else {
+            return Vec::new();
+        };
+        self.canvas
+            .iter()
+            .zip(ar)
+            .take(kept)
+            .enumerate()
+            .filter(|(_, (c, a))| **c != Some(**a))
+            .map(|(k, _)| k)
+            .collect()
+    }
+}
+
 /// Everything known about one round of one request.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RoundView {
@@ -40,6 +73,8 @@ pub struct RoundView {
     pub verdict: Option<VerdictView>,
     pub outcome: Option<BranchOutcome>,
     pub committed: Vec<u32>,
+    /// Block diffusion's canvas (a diffusion round has no draft or verdict).
+    pub diffusion: Option<DiffusionView>,
 }
 
 impl RoundView {
@@ -60,6 +95,7 @@ impl RoundView {
             verdict: None,
             outcome: None,
             committed: Vec::new(),
+            diffusion: None,
         }
     }
 
@@ -79,7 +115,12 @@ impl RoundView {
 
     /// Positions shown: the block when drafted, else the seed and the verifier's token.
     pub fn positions(&self) -> usize {
-        self.block.len().max(self.block_size.unwrap_or(1)).max(1)
+        let canvas = self.diffusion.as_ref().map_or(0, |d| d.canvas.len());
+        self.block
+            .len()
+            .max(self.block_size.unwrap_or(1))
+            .max(canvas)
+            .max(1)
     }
 
     /// The block size the round ran.
@@ -87,9 +128,32 @@ impl RoundView {
         self.block_size.unwrap_or(self.block.len()).max(1)
     }
 
-    /// Something to show: a draft, or a verdict (an AR step has no draft).
+    /// Block diffusion, once written: the share of the block AR would have emitted.
+    pub fn ar_agreement(&self) -> Option<f64> {
+        let d = self.diffusion.as_ref().filter(|d| d.ar.is_some())?;
+        let n = self.diffusion_kept();
+        Some((n - d.disagreements(n).len()) as f64 / n.max(1) as f64)
+    }
+
+    /// Block diffusion: the canvas positions the answer kept (all of them until the
+    /// block is committed, or where it committed none).
+    pub fn diffusion_kept(&self) -> usize {
+        let n = self.diffusion.as_ref().map_or(0, |d| d.canvas.len());
+        if self.committed.is_empty() {
+            n
+        } else {
+            self.committed.len().min(n)
+        }
+    }
+
+    /// Finished: verified, or (block diffusion) written to the cache.
+    pub fn settled(&self) -> bool {
+        self.verdict.is_some() || self.ar_agreement().is_some()
+    }
+
+    /// Something to show: a draft, a verdict (an AR step has no draft), a canvas.
     pub fn has_content(&self) -> bool {
-        !self.block.is_empty() || self.verdict.is_some()
+        !self.block.is_empty() || self.verdict.is_some() || self.diffusion.is_some()
     }
 }
 
