@@ -916,3 +916,26 @@ fn check_compares_a_dtype_with_f32_and_every_mode_with_ar() {
     strict.extend(["--min-agreement", "1.5"]);
     assert_clean_error(&run(&strict), "--min-agreement");
 }
+
+/// Defaults never write over what ships: `train` refuses the bundled model and its
+/// prompt sets, `survival` an existing table, unless told with --force.
+#[test]
+fn train_and_survival_keep_shipped_files_without_force() {
+    let assets = specscope::model::source::assets_dir();
+    let o = run(&["train", "--out", &dir_arg(&assets.join("tiny-nld"))]);
+    assert_clean_error(&o, "--force");
+    let dir = tempfile::tempdir().unwrap();
+    let o = run(&[
+        "train",
+        "--out",
+        &dir_arg(&dir.path().join("m")),
+        "--prompts",
+        &dir_arg(&assets.join("prompts")),
+    ]);
+    assert_clean_error(&o, "shipped held-out sets");
+    let table = dir.path().join("t.json");
+    std::fs::write(&table, "{}").unwrap();
+    let o = run(&["survival", "--limit", "1", "--out", &dir_arg(&table)]);
+    assert_clean_error(&o, "--force");
+    assert_eq!(std::fs::read_to_string(&table).unwrap(), "{}");
+}

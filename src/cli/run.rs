@@ -144,8 +144,22 @@ pub fn run(args: RunArgs) -> Result<()> {
                 "draft": t.draft_forwards,
                 "verify": t.verify_forwards,
                 "fused": t.fused_forwards,
+                "denoise": t.denoise_forwards,
+                "refresh": t.refresh_forwards,
                 "decode_total": t.decode_forwards(),
                 "saved_drafts": t.saved_drafts,
+            },
+            // Block diffusion (not lossless): how many of its tokens AR would have
+            // emitted at their position, and where the first one it would not is.
+            "diffusion": if t.refresh_forwards > 0 {
+                json!({
+                    "ar_agreement": t.ar_agreement(),
+                    "ar_agree": t.ar_agree,
+                    "ar_judged": t.ar_judged,
+                    "first_divergence": st.first_divergence,
+                })
+            } else {
+                serde_json::Value::Null
             },
             "rows_per_forward": per_forward(t.rows),
             "query_tokens_per_forward": per_forward(t.query_tokens),

@@ -29,9 +29,13 @@ pub struct SurvivalArgs {
     /// no table, but the rounds after one get their own stratum).
     #[arg(long, value_delimiter = ',', default_value = "1,4,8,16,32", value_parser = super::count(1, 256))]
     pub blocks: Vec<usize>,
-    /// Where to write the tables.
-    #[arg(long, default_value = "assets/survival_tables.json")]
+    /// Where to write the tables (a file that exists, the shipped
+    /// assets/survival_tables.json included, only with --force).
+    #[arg(long, default_value = "survival_tables.json")]
     pub out: PathBuf,
+    /// Replace --out if it exists.
+    #[arg(long)]
+    pub force: bool,
 }
 
 pub fn run(a: SurvivalArgs) -> Result<()> {
@@ -40,6 +44,11 @@ pub fn run(a: SurvivalArgs) -> Result<()> {
     let mut inputs = a.prompts.files_or(&super::DEFAULT_FAMILIES);
     inputs.extend(loaded.files.inputs());
     specscope::output::refuse_inputs(&a.out, "--out", &inputs)?;
+    anyhow::ensure!(
+        a.force || !a.out.exists(),
+        "--out {} exists: pass --force to replace it (or choose another file)",
+        a.out.display()
+    );
     let prompts = a.prompts.encode(&records, &loaded)?;
     let mut samples = Vec::new();
     let mut progress = super::progress::Progress::new("survival", prompts.len() as u64);

@@ -10,22 +10,29 @@ use specscope::train::trainer::{self, TrainOptions};
 
 #[derive(Debug, Clone, Args)]
 pub struct TrainArgs {
-    /// Output model directory (the real NLD layout).
-    #[arg(long, default_value = "assets/tiny-nld")]
+    /// Output model directory (the real NLD layout). A new directory by default: the
+    /// shipped model (assets/tiny-nld) is only written with --force.
+    #[arg(long, default_value = "trained/tiny-nld")]
     pub out: PathBuf,
+    /// Replace a model in --out that this run cannot resume (a finished one, or the
+    /// shipped model), and the held-out prompt files in --prompts.
+    #[arg(long)]
+    pub force: bool,
     /// Resume state (optimizer moments); not part of the model.
     #[arg(long, default_value = "target/train-state")]
     pub state: PathBuf,
-    /// `small` (the bundled ~4M model) or `toy` (seconds, for tests).
-    #[arg(long, default_value = "small")]
+    /// `small` (the bundled ~4M model: 3,650 steps, about 50 minutes here) or `toy` (a
+    /// 320-token model in 20 steps on 2,000 exchanges: about 15 seconds here, for tests).
+    #[arg(long, default_value = "small", value_parser = ["small", "toy"])]
     pub preset: String,
-    /// Total steps, the annealing phase included (the defaults make the bundled model).
-    #[arg(long, default_value_t = 3650)]
-    pub steps: usize,
+    /// Total steps, the annealing phase included [default: the preset's, 3650 or 20].
+    #[arg(long)]
+    pub steps: Option<usize>,
     /// The last steps train on the annealing stream, where word tasks weigh most, under
-    /// their own warm-up and cosine from a third of --lr; 0 for none.
-    #[arg(long, default_value_t = 2200)]
-    pub anneal_steps: usize,
+    /// their own warm-up and cosine from a third of --lr; 0 for none [default: the
+    /// preset's, 2200 or 0].
+    #[arg(long)]
+    pub anneal_steps: Option<usize>,
     /// The last steps train on the annealing mix with each answer's wording varied
     /// (openings, connectives), from fresh optimizer moments; 0 for none.
     #[arg(long, default_value_t = 0)]
@@ -47,44 +54,82 @@ pub struct TrainArgs {
     /// Peak learning rate of the adapter phase.
     #[arg(long, default_value_t = 2e-3)]
     pub lora_lr: f64,
+    /// Sequences per step.
     #[arg(long, default_value_t = 16)]
     pub batch: usize,
+    /// Tokens per training sequence.
     #[arg(long, default_value_t = 256)]
     pub seq_len: usize,
+    /// Peak learning rate (cosine to a tenth of it after the warm-up).
     #[arg(long, default_value_t = 3e-3)]
     pub lr: f64,
-    #[arg(long, default_value_t = 60)]
-    pub warmup: usize,
+    /// Steps of linear warm-up to --lr [default: the preset's, 60 or 5].
+    #[arg(long)]
+    pub warmup: Option<usize>,
+    /// Seed of the corpus, the initial weights and the batches.
     #[arg(long, default_value_t = 1234)]
     pub seed: u64,
-    /// Exchanges generated for the corpus.
-    #[arg(long, default_value_t = 60_000)]
-    pub exchanges: usize,
+    /// Exchanges generated for the corpus [default: the preset's, 60000 or 2000].
+    #[arg(long)]
+    pub exchanges: Option<usize>,
+    /// Steps between checkpoints (the model and the resume state written to --out).
     #[arg(long, default_value_t = 50)]
     pub checkpoint_every: usize,
     /// Stop with a checkpoint after this many minutes (run again to resume).
     #[arg(long)]
     pub max_minutes: Option<f64>,
-    /// Where to write the held-out prompt files.
-    #[arg(long, default_value = "assets/prompts")]
+    /// Where to write the held-out prompt files (the shipped ones, assets/prompts, only
+    /// with --force).
+    #[arg(long, default_value = "trained/prompts")]
     pub prompts: PathBuf,
     /// Held-out prompts per family.
     #[arg(long, default_value_t = 60)]
     pub heldout: usize,
 }
 
+/// Refuses, without --force, to write over the shipped model or prompts, or over a
+/// model in --out that this run would not resume (one without a resume state).
+fn refuse_to_replace(a: &TrainArgs) -> Result<()> {
+    if a.force {
+        return Ok(());
+    }
+    let same = |x: &std::path::Path, y: &std::path::Path| matches!((x.canonicalize(), y.canonicalize()), (Ok(p), Ok(q)) if p == q);
+    let assets = specscope::model::source::assets_dir();
+    if same(&a.out, &assets.join("tiny-nld")) {
+        anyhow::bail!(
+            "--out {} is the shipped model: pass --force to retrain it in place",
+            a.out.display()
+        );
+    }
+    if same(&a.prompts, &assets.join("prompts")) {
+        anyhow::bail!(
+            "--prompts {} holds the shipped held-out sets: pass --force to rewrite them",
+            a.prompts.display()
+        );
+    }
+    if a.out.join("model.safetensors").is_file() && !a.out.join("train_state.json").is_file() {
+        anyhow::bail!(
+            "{} holds a model this run cannot resume (no train_state.json): pass --force to replace it, or choose another --out",
+            a.out.display()
+        );
+    }
+    Ok(())
+}
+
 pub fn run(a: TrainArgs) -> Result<()> {
-    let spec = match a.preset.as_str() {
-        "small" => Spec::bundled(),
-        "toy" => Spec::toy_trainable(),
+    // (model, steps, annealing steps, exchanges, warm-up) of each preset.
+    let (spec, steps, anneal, exchanges, warmup) = match a.preset.as_str() {
+        "small" => (Spec::bundled(), 3650, 2200, 60_000, 60),
+        "toy" => (Spec::toy_trainable(), 20, 0, 2000, 5),
         other => anyhow::bail!("--preset {other}: expected small or toy"),
     };
+    refuse_to_replace(&a)?;
     let o = TrainOptions {
         out: a.out,
         state: a.state,
         spec,
-        steps: a.steps,
-        anneal_steps: a.anneal_steps,
+        steps: a.steps.unwrap_or(steps),
+        anneal_steps: a.anneal_steps.unwrap_or(anneal),
         restyle_steps: a.restyle_steps,
         draft_shaped: a.draft_shaped,
         restyle_draft_shaped: a.restyle_draft_shaped,
@@ -95,11 +140,11 @@ pub fn run(a: TrainArgs) -> Result<()> {
         seq_len: a.seq_len,
         lr: a.lr,
         min_lr: a.lr / 10.0,
-        warmup: a.warmup,
+        warmup: a.warmup.unwrap_or(warmup),
         weight_decay: 0.01,
         clip: 1.0,
         seed: a.seed,
-        exchanges: a.exchanges,
+        exchanges: a.exchanges.unwrap_or(exchanges),
         checkpoint_every: a.checkpoint_every,
         max_minutes: a.max_minutes,
         prompts_dir: Some(a.prompts),

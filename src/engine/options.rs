@@ -143,6 +143,11 @@ impl DecodeOptions {
                 (1..=MAX_BLOCK).contains(&b),
                 "block size {b} is out of range: sizes go from 1 to {MAX_BLOCK}"
             );
+            // A canvas of one position is an AR step without the AR.
+            ensure!(
+                self.mode != Mode::Diffusion || b >= 2,
+                "a block diffusion canvas is at least 2 positions long (got {b})"
+            );
         }
         ensure!(
             self.max_new_tokens >= 1,
@@ -266,6 +271,13 @@ impl DecodeOptions {
     /// F3/F4: the next smaller or larger fixed size of `steps` (adaptive off). Returns
     /// false when already at the end.
     pub fn step_block(&mut self, base: &DecodeOptions, steps: &[usize], larger: bool) -> bool {
+        // A diffusion canvas is at least two positions long: its sizes are the rest.
+        let canvas: Vec<usize> = steps.iter().copied().filter(|&b| b >= 2).collect();
+        let steps = if self.mode == Mode::Diffusion && !canvas.is_empty() {
+            &canvas[..]
+        } else {
+            steps
+        };
         let cur = match self.block_policy() {
             Blocks::Fixed(b) => b,
             Blocks::Adaptive(_) => self.last_fixed(base),
@@ -287,10 +299,7 @@ impl DecodeOptions {
             (Mode::Linear, 1) => self.mode = Mode::Ar,
             _ => {}
         }
-        if self.mode == Mode::Diffusion && b < 2 {
-            // A canvas of one is an AR step without the AR: keep at least two.
-            self.blocks = Blocks::Fixed(2);
-        }
+
         moved
     }
 
@@ -384,9 +393,30 @@ mod tests {
         .contains("LinearSS"));
         assert!(bad(DecodeOptions {
             risk_threshold: -1.0,
-            ..base
+            ..base.clone()
         })
         .contains("risk threshold"));
+        assert!(bad(DecodeOptions {
+            mode: Mode::Diffusion,
+            blocks: Blocks::Fixed(1),
+            ..base.clone()
+        })
+        .contains("at least 2"));
+        assert!(bad(DecodeOptions {
+            mode: Mode::Diffusion,
+            blocks: Blocks::Fixed(16),
+            threshold: 1.5,
+            ..base.clone()
+        })
+        .contains("diffusion threshold"));
+        // F3 on a diffusion canvas stops at the smallest canvas, not at an AR step.
+        let mut d = DecodeOptions {
+            mode: Mode::Diffusion,
+            blocks: Blocks::Fixed(4),
+            ..base
+        };
+        assert!(!d.step_block(&DecodeOptions::default(), &[1, 4, 8, 16, 32], false));
+        assert_eq!((d.mode, d.blocks), (Mode::Diffusion, Blocks::Fixed(4)));
     }
 
     #[test]

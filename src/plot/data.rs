@@ -306,9 +306,6 @@ pub fn throughput(results: &[BenchResult]) -> Vec<ConcurrencySeries> {
     out
 }
 
-/// RecGuide's modeled tokens/s over each fixed LinearSS block's, per concurrency: one
-/// series per block size, `(C, ratio)`. Empty without a RecGuide configuration (the
-/// paper preset, `recguide`, else the first RecGuide one) or modeled times.
 /// TPF against agreement with AR at the bench's lowest concurrency: per block
 /// diffusion canvas length, one point per threshold (`(label, [(TPF, share)])`), and
 /// one point per lossless configuration at its measured share (1 where its tokens
@@ -347,6 +344,9 @@ pub fn faithfulness(results: &[BenchResult]) -> Vec<(String, Vec<(f64, f64)>)> {
     out
 }
 
+/// RecGuide's modeled tokens/s over each fixed LinearSS block's, per concurrency: one
+/// series per block size, `(C, ratio)`. Empty without a RecGuide configuration (the
+/// paper preset, `recguide`, else the first RecGuide one) or modeled times.
 pub fn speedup(results: &[BenchResult]) -> Vec<(String, Vec<(usize, f64)>)> {
     let Some(rg) = results
         .iter()

@@ -195,9 +195,15 @@ impl Summary {
             );
         }
         let _ = writeln!(s, "{head}");
+        // Every round a diffusion block: nothing was accepted, blocks were filled.
+        let per_round = if t.rounds > 0 && t.refresh_forwards == t.rounds {
+            "tokens per block"
+        } else {
+            "mean acceptance"
+        };
         let _ = writeln!(
             s,
-            "rounds {}  tokens {}  physical decode forwards {}  TPF {:.2}  mean acceptance {:.2}",
+            "rounds {}  tokens {}  physical decode forwards {}  TPF {:.2}  {per_round} {:.2}",
             t.rounds,
             t.new_tokens,
             self.forwards.decode,

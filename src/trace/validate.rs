@@ -315,7 +315,19 @@ pub fn event(e: &DecodeEvent, lines: usize) -> Result<()> {
         } => {
             at_most("round", *round, lines)?;
             block_len("canvas", canvas.len())?;
-            at_most("step", *step, canvas.len())?;
+            ensure!(
+                (1..=canvas.len()).contains(step),
+                "`step` is {step}: steps count from 1 and a canvas of {} takes at most {}",
+                canvas.len(),
+                canvas.len()
+            );
+            let mut seen = positions.clone();
+            seen.sort_unstable();
+            seen.dedup();
+            ensure!(
+                seen.len() == positions.len(),
+                "`positions` names a position twice"
+            );
             ensure!(
                 !positions.is_empty() && positions.len() == confidence.len(),
                 "`positions` has {} entries and `confidence` {}: a step commits at least one position, each with its probability",
@@ -618,4 +630,39 @@ fn in_turn(last: &mut Option<usize>, round: usize, what: &str, req: RequestId) -
     }
     *last = Some(round);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A diffusion step counts from 1, names each committed position once, and only
+    /// positions that hold a token; a written block has one step and one AR token per
+    /// position.
+    #[test]
+    fn diffusion_events_are_checked() {
+        let step = |step: usize, positions: Vec<usize>| DecodeEvent::Denoised {
+            req: 1,
+            round: 1,
+            step,
+            canvas: vec![Some(5), None, Some(6)],
+            confidence: vec![0.9; positions.len()],
+            positions,
+        };
+        assert!(event(&step(1, vec![0, 2]), 100).is_ok());
+        let err = |e: DecodeEvent| event(&e, 100).unwrap_err().to_string();
+        assert!(err(step(0, vec![0])).contains("`step`"));
+        assert!(err(step(1, vec![0, 0])).contains("twice"));
+        assert!(err(step(1, vec![1])).contains("does not hold a token"));
+        let written = |steps: Vec<usize>| DecodeEvent::BlockWritten {
+            req: 1,
+            round: 1,
+            block: vec![5, 6],
+            steps,
+            ar: vec![5, 7],
+        };
+        assert!(event(&written(vec![1, 2]), 100).is_ok());
+        assert!(err(written(vec![1])).contains("`steps` has 1"));
+        assert!(err(written(vec![1, 3])).contains("`steps` holds 3"));
+    }
 }

@@ -139,9 +139,18 @@ impl Scheduler {
         let r = &mut self.requests[i];
         let Some(c) = r.canvas.as_mut() else { return };
         c.steps += 1;
+        // The probability of the token each position would take (greedy: the top one;
+        // sampled: the sample's, 0 when it is outside the top candidates).
+        let prob = |k: usize| {
+            sig[k]
+                .top
+                .iter()
+                .find(|(id, _)| *id == choice[k])
+                .map_or(0.0, |(_, p)| *p)
+        };
         let masked: Vec<(usize, f32)> = (0..c.tokens.len())
             .filter(|&k| c.tokens[k].is_none())
-            .map(|k| (k, sig[k].confidence))
+            .map(|k| (k, prob(k)))
             .collect();
         let positions = commit_positions(&masked, r.opts.threshold);
         for &k in &positions {
@@ -153,7 +162,7 @@ impl Scheduler {
             round: r.round,
             step: c.steps,
             canvas: c.tokens.clone(),
-            confidence: positions.iter().map(|&k| sig[k].confidence).collect(),
+            confidence: positions.iter().map(|&k| prob(k)).collect(),
             positions,
         });
     }

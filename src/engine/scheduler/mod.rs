@@ -421,8 +421,9 @@ impl Scheduler {
         let (logits, timing) = self.forward(Phase::Prefill, RowBatch::new(rows), &new, sink)?;
         let ms = timing.start.elapsed().as_secs_f64() * 1e3;
         for (k, &i) in new.iter().enumerate() {
-            let (_, choice) = self.choose(i, &logits[k])?;
+            let (sig, choice) = self.choose(i, &logits[k])?;
             let seed = choice[0];
+            let ar_first = sig.first().map_or(seed, |s| s.argmax);
             let r = &mut self.requests[i];
             r.prefilled = true;
             r.seed = seed;
@@ -436,8 +437,8 @@ impl Scheduler {
             });
             if r.opts.mode == Mode::Diffusion {
                 // Block diffusion fills its first canvas from the prompt alone: the
-                // prefill's token is only what AR would say at position 0.
-                r.ar_next = Some(seed);
+                // prefill's argmax is only what AR would say at position 0.
+                r.ar_next = Some(ar_first);
             } else {
                 self.commit(i, 0, &[seed], &[Origin::Prefill], sink);
             }

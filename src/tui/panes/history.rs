@@ -331,7 +331,7 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme) {
     };
     lines.push(legend);
     let tally = &sm.tally;
-    let br = if tally.refresh_forwards > 0 && tally.branches.is_empty() {
+    let br = if tally.ar_judged > 0 && (diffusing || tally.branches.is_empty()) {
         // Block diffusion: what a forward bought, and what it cost in faithfulness.
         let per_forward = crate::engine::events::ratio(
             tally.ar_judged as f64,

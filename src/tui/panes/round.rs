@@ -583,10 +583,18 @@ fn diffusion_lines(
     width: usize,
 ) -> (Vec<Line<'static>>, usize) {
     let s = &st.session;
-    let label = s
-        .requests
-        .get(&r.req)
-        .map_or("Block diffusion".to_string(), |i| i.label.clone());
+    // The canvas's own length (F3/F4 may have changed the request's since), with the
+    // threshold the request runs with.
+    let tau = s.requests.get(&r.req).and_then(|i| {
+        i.label
+            .split(' ')
+            .find(|w| w.starts_with('τ'))
+            .map(str::to_string)
+    });
+    let label = match tau {
+        Some(tau) => format!("Diffusion L={} {tau}", d.canvas.len()),
+        None => format!("Diffusion L={}", d.canvas.len()),
+    };
     let masks = d.canvas.iter().filter(|c| c.is_none()).count();
     let kept = r.diffusion_kept();
     let mut out = wrap(

@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 
-use crate::engine::events::{ratio, DecodeEvent, Phase};
+use crate::engine::events::{ratio, DecodeEvent, Origin, Phase};
 use crate::trace::summary::{Summary, SummaryBuilder};
 use crate::trace::TraceEvent;
 
@@ -109,8 +109,19 @@ impl Stats {
                     self.speed.ar_model = Some(r);
                 }
             }
-            DecodeEvent::Committed { round, tokens, .. } if *round > 0 => {
-                self.speed.round(block.unwrap_or(1), tokens.len());
+            DecodeEvent::Committed {
+                round,
+                tokens,
+                origins,
+                ..
+            } if *round > 0 => {
+                if origins.contains(&Origin::Diffusion) {
+                    // Not drafting: no verifier, not lossless. Its forwards count for
+                    // neither side of the comparison.
+                    self.speed.pending_ms = 0.0;
+                } else {
+                    self.speed.round(block.unwrap_or(1), tokens.len());
+                }
             }
             _ => {}
         }
