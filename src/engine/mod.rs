@@ -7,6 +7,7 @@
 //! thread of its own.
 
 pub mod ar;
+pub mod backbone;
 pub mod cost;
 pub mod events;
 pub mod options;
@@ -19,6 +20,7 @@ pub mod survival;
 pub mod worker;
 
 pub use ar::{generate_ar, Generation};
+pub use backbone::Backbone;
 pub use events::{
     DecodeEvent, EventSink, Mode, NullSink, RequestStats, StopReason, Tally, VecSink,
 };

@@ -98,10 +98,15 @@ impl ModelSource {
             }
             return Ok(ModelSource::Local(path.to_path_buf()));
         }
+        // `owner/name`, or an owner-less id of the hub's characters (`gpt2`).
+        let id_chars = spec
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'));
         let looks_like_path = spec.starts_with('.')
             || spec.starts_with('/')
             || spec.starts_with('~')
-            || spec.matches('/').count() != 1
+            || spec.matches('/').count() > 1
+            || !id_chars
             || path.exists();
         if looks_like_path {
             bail!("--model {spec}: looks like a local path but is not a directory");
@@ -264,6 +269,11 @@ impl HubFetcher {
             if let Ok(endpoint) = std::env::var("HF_ENDPOINT") {
                 b = b.with_endpoint(endpoint);
             }
+            // A token in the environment wins over the one `hf auth login` saved in the
+            // cache directory (which the builder reads by itself).
+            if let Some(token) = std::env::var("HF_TOKEN").ok().filter(|t| !t.is_empty()) {
+                b = b.with_token(Some(token));
+            }
             Some(
                 b.build()
                     .context("cannot start the HF hub client")?
@@ -387,6 +397,18 @@ mod tests {
         );
         let err = ModelSource::parse(Some("./no/such/dir"), None).unwrap_err();
         assert!(err.to_string().contains("local path"), "{err}");
+        // An owner-less id is a hub id where no such directory exists.
+        assert_eq!(
+            ModelSource::parse(Some("gpt2"), Some("v1")).unwrap(),
+            ModelSource::Hub {
+                id: "gpt2".into(),
+                revision: "v1".into()
+            }
+        );
+        for path in ["a/b/c", "my model", "~/m"] {
+            let err = ModelSource::parse(Some(path), None).unwrap_err();
+            assert!(err.to_string().contains("local path"), "{path}: {err}");
+        }
         let tmp = tempfile::tempdir().unwrap();
         let spec = tmp.path().to_str().unwrap();
         assert_eq!(

@@ -9,6 +9,8 @@
 mod diffusion;
 mod request;
 mod resolve;
+#[cfg(test)]
+mod tests;
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -20,6 +22,7 @@ pub use diffusion::commit_positions;
 pub use request::{Finished, Submit};
 use request::{Pending, ReqState};
 
+use super::backbone::Backbone;
 use super::cost::{CostModel, ForwardShape, Pricing};
 use super::events::{
     BlockDecision, DecodeEvent, EventSink, Mode, Origin, Phase, RequestId, RowsPriced,
@@ -28,7 +31,7 @@ use super::options::DecodeOptions;
 use super::overlap::{self, Branch, BranchKind, BranchRoom};
 use super::policy::{BlockPolicy, Member, RowKey, RowLoad, SurvivalTables};
 use super::signals::{self, PosSignals};
-use crate::model::{AttnRule, KvCache, LogitSel, Model, Row, RowBatch, TextTokenizer};
+use crate::model::{AttnRule, KvCache, LogitSel, Row, RowBatch, TextTokenizer};
 
 /// Physical forwards of the whole scheduler (each counted once).
 #[derive(Debug, Clone, Default, Serialize)]
@@ -95,7 +98,7 @@ pub enum Clock {
 
 /// The decoding core: owns the model, every request's state and the block policy.
 pub struct Scheduler {
-    model: Model,
+    model: std::sync::Arc<dyn Backbone>,
     tokenizer: Option<TextTokenizer>,
     policy: BlockPolicy,
     /// The profile as given, for `ForwardCounts::modeled_ms`.
@@ -115,12 +118,12 @@ pub struct Scheduler {
 impl Scheduler {
     /// A scheduler priced by the built-in CPU profile (no I/O: the caller passes the
     /// prices it decides by with `with_pricing`).
-    pub fn new(model: Model, tokenizer: Option<TextTokenizer>) -> Self {
+    pub fn new(model: impl Backbone + 'static, tokenizer: Option<TextTokenizer>) -> Self {
         let mask = model.config().mask_token_id();
         let eos = model.config().eos_token_ids();
         let cost = CostModel::builtin();
         Self {
-            model,
+            model: std::sync::Arc::new(model),
             tokenizer,
             policy: BlockPolicy::new(SurvivalTables::builtin(), cost.clone()),
             price_list: cost,
@@ -176,8 +179,8 @@ impl Scheduler {
         self
     }
 
-    pub fn model(&self) -> &Model {
-        &self.model
+    pub fn model(&self) -> &dyn Backbone {
+        self.model.as_ref()
     }
 
     pub fn policy(&self) -> &BlockPolicy {

@@ -1,0 +1,36 @@
+//! What the scheduler needs of a model, as a trait: its configuration, a fresh cache,
+//! and one packed forward over rows of many requests. `model::Model` is the one
+//! implementation that runs; the scheduler's unit tests drive a scripted fake through
+//! it, so the engine is tested without a checkpoint.
+
+use anyhow::Result;
+use candle_core::Tensor;
+
+use crate::model::{Config, KvCache, Model, RowBatch};
+
+/// A backbone the scheduler can decode with.
+pub trait Backbone: Send + Sync {
+    fn config(&self) -> &Config;
+
+    /// A fresh, empty cache for one request.
+    fn new_cache(&self) -> KvCache;
+
+    /// Every row of `batch` in one forward; `caches[row.cache]` is the committed prefix
+    /// a row attends to, and committing rows append to it. Returns, per row, f32 logits
+    /// `(selected positions, vocab)`. On error no cache changes length.
+    fn forward(&self, batch: &RowBatch, caches: &mut [&mut KvCache]) -> Result<Vec<Tensor>>;
+}
+
+impl Backbone for Model {
+    fn config(&self) -> &Config {
+        Model::config(self)
+    }
+
+    fn new_cache(&self) -> KvCache {
+        Model::new_cache(self)
+    }
+
+    fn forward(&self, batch: &RowBatch, caches: &mut [&mut KvCache]) -> Result<Vec<Tensor>> {
+        Model::forward(self, batch, caches)
+    }
+}
