@@ -939,3 +939,10 @@ fn train_and_survival_keep_shipped_files_without_force() {
     assert_clean_error(&o, "--force");
     assert_eq!(std::fs::read_to_string(&table).unwrap(), "{}");
 }
+
+/// `--device` and `--dtype` take their listed values only, named in the error.
+#[test]
+fn device_and_dtype_are_typed() {
+    assert_clean_error(&run(&["run", "--device", "gpu", "-p", "hi"]), "cuda");
+    assert_clean_error(&run(&["run", "--dtype", "f64", "-p", "hi"]), "bf16");
+}

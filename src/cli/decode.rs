@@ -110,7 +110,11 @@ pub struct CostArgs {
 
 impl CostArgs {
     pub fn pricing(&self) -> Result<Pricing> {
-        Pricing::select(self.cost_profile.as_deref())
+        let p = Pricing::select(self.cost_profile.as_deref())?;
+        if let Some(w) = &p.warning {
+            eprintln!("specscope: warning: {w}");
+        }
+        Ok(p)
     }
 }
 

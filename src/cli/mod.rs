@@ -68,14 +68,14 @@ pub struct ModelArgs {
     #[arg(long)]
     pub revision: Option<String>,
     /// cpu, cuda or auto (CUDA when compiled in and present).
-    #[arg(long, default_value = "auto")]
+    #[arg(long, default_value = "auto", value_parser = ["cpu", "cuda", "auto"])]
     pub device: String,
     /// Do not attach the checkpoint's linear_spec_lora/ draft adapter.
     #[arg(long)]
     pub no_lora: bool,
     /// Compute dtype of the weights: auto (the checkpoint's on CUDA, f32 on the CPU),
     /// f32, bf16 or f16. Norms, softmax and logits accumulate in f32.
-    #[arg(long, default_value = "auto")]
+    #[arg(long, default_value = "auto", value_parser = ["auto", "f32", "bf16", "f16"])]
     pub dtype: String,
 }
 
@@ -98,7 +98,10 @@ impl ModelArgs {
     pub fn load_with(&self, allow_unexpected: bool) -> Result<Loaded> {
         let source = ModelSource::parse(self.model.as_deref(), self.revision.as_deref())?;
         let files = source.resolve()?;
-        let device = model::select_device(&self.device)?;
+        for n in &files.notes {
+            eprintln!("specscope: {n}");
+        }
+        let device = select_device(&self.device)?;
         let dtype = model::compute_dtype(&self.dtype, &device, model::file_dtype(&files))?;
         let opts = LoadOptions {
             lora: !self.no_lora,
@@ -106,6 +109,9 @@ impl ModelArgs {
             allow_unexpected,
         };
         let (model, report) = model::load(&files, &device, opts)?;
+        for w in model.config().warnings() {
+            eprintln!("specscope: warning: {}: {w}", files.config.display());
+        }
         let tokenizer = model::load_tokenizer(&files, model.config())?;
         if let Some(w) = tokenizer.vocab_warning(model.config()) {
             eprintln!("specscope: warning: {}: {w}", files.tokenizer.display());
@@ -155,6 +161,15 @@ impl Loaded {
         h.set_options(options);
         h
     }
+}
+
+/// The device `--device` asks for; says so when `auto` falls back to the CPU.
+pub fn select_device(want: &str) -> Result<Device> {
+    let (device, note) = model::select_device(want)?;
+    if let Some(n) = note {
+        eprintln!("specscope: {n}");
+    }
+    Ok(device)
 }
 
 /// Prompt files for `bench`, `eval` and `survival`.

@@ -28,13 +28,40 @@ pub use options::{Blocks, DecodeOptions, Preset};
 pub use scheduler::{Batching, Clock, Finished, Scheduler, Submit};
 pub use worker::{EngineCommand, EngineHandle, Timed};
 
+/// Why a prompt cannot be decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PromptError {
+    Empty,
+    /// `len` tokens do not leave a position free in a window of `context`.
+    TooLong {
+        len: usize,
+        context: usize,
+    },
+}
+
+impl std::fmt::Display for PromptError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PromptError::Empty => f.write_str("the prompt is empty"),
+            PromptError::TooLong { len, context } => write!(
+                f,
+                "the prompt has {len} tokens but the model's context is {context}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for PromptError {}
+
 /// A prompt the model can take: not empty, and shorter than the `context` (a token
-/// must still fit after it). The one rule AR, the scheduler and the prompt files check.
-pub fn check_prompt_len(len: usize, context: usize) -> anyhow::Result<()> {
-    anyhow::ensure!(len > 0, "the prompt is empty");
-    anyhow::ensure!(
-        len < context,
-        "the prompt has {len} tokens but the model's context is {context}"
-    );
+/// must still fit after it). The one rule AR, the scheduler, the prompt files and the
+/// screen check.
+pub fn check_prompt_len(len: usize, context: usize) -> Result<(), PromptError> {
+    if len == 0 {
+        return Err(PromptError::Empty);
+    }
+    if len >= context {
+        return Err(PromptError::TooLong { len, context });
+    }
     Ok(())
 }

@@ -155,6 +155,24 @@ impl Config {
         self.rope().rope_theta.unwrap_or(10_000.0)
     }
 
+    /// What a loader should tell the user about this config (it loads either way).
+    pub fn warnings(&self) -> Vec<String> {
+        let p = self.rope();
+        let mut out = Vec::new();
+        if p.rope_type == "yarn" {
+            let original = p
+                .original_max_position_embeddings
+                .unwrap_or(self.max_position_embeddings);
+            let implied = self.max_position_embeddings as f64 / original as f64;
+            if let Some(factor) = p.factor.filter(|f| (f - implied).abs() > 1e-9) {
+                out.push(format!(
+                    "rope_parameters.factor = {factor} but max_position_embeddings / original_max_position_embeddings = {implied}; using the explicit factor (transformers v5)"
+                ));
+            }
+        }
+        out
+    }
+
     /// Parameters the architecture has (embeddings, layers, norms, head), counted in
     /// u128 so absurd configs cannot overflow.
     pub fn param_count(&self) -> u128 {

@@ -96,19 +96,20 @@ fn check_special_ids(tok: &TextTokenizer, cfg: &Config, files: &ModelFiles) -> R
     Ok(())
 }
 
-/// CPU unless CUDA is compiled in and present; says so when it falls back.
-pub fn select_device(want: &str) -> Result<Device> {
+/// CPU unless CUDA is compiled in and present; with a note for the user when `auto`
+/// falls back to the CPU.
+pub fn select_device(want: &str) -> Result<(Device, Option<String>)> {
     match want {
-        "cpu" => Ok(Device::Cpu),
+        "cpu" => Ok((Device::Cpu, None)),
         "cuda" | "auto" => {
             #[cfg(feature = "cuda")]
             {
                 match cuda::open(0) {
-                    Ok(d) => Ok(d),
-                    Err(e) if want == "auto" => {
-                        eprintln!("specscope: no usable CUDA device ({e}); running on the CPU");
-                        Ok(Device::Cpu)
-                    }
+                    Ok(d) => Ok((d, None)),
+                    Err(e) if want == "auto" => Ok((
+                        Device::Cpu,
+                        Some(format!("no usable CUDA device ({e}); running on the CPU")),
+                    )),
                     Err(e) => Err(anyhow::anyhow!(
                         "--device cuda: cannot open CUDA device 0: {e}"
                     )),
@@ -119,7 +120,7 @@ pub fn select_device(want: &str) -> Result<Device> {
                 if want == "cuda" {
                     anyhow::bail!("--device cuda: this build has no CUDA support (rebuild with --features cuda)");
                 }
-                Ok(Device::Cpu)
+                Ok((Device::Cpu, None))
             }
         }
         other => anyhow::bail!("--device {other}: expected cpu, cuda or auto"),

@@ -86,11 +86,6 @@ impl Rope {
             let implied = cfg.max_position_embeddings as f64 / original_max as f64;
             // transformers v5: an explicit factor wins over max/original.
             let factor = p.factor.unwrap_or(implied);
-            if p.factor.is_some() && (factor - implied).abs() > 1e-9 {
-                eprintln!(
-                    "specscope: warning: rope_parameters.factor = {factor} but max_position_embeddings / original_max_position_embeddings = {implied}; using the explicit factor (transformers v5)"
-                );
-            }
             let y = Yarn {
                 base,
                 factor,

@@ -54,6 +54,8 @@ pub struct ModelFiles {
     /// `model.safetensors.index.json` and its map from tensor to shard, when sharded:
     /// each tensor is read from the shard the index names.
     pub index: Option<(PathBuf, BTreeMap<String, PathBuf>)>,
+    /// What resolving found worth telling the user (the caller prints it).
+    pub notes: Vec<String>,
 }
 
 impl ModelFiles {
@@ -222,6 +224,7 @@ fn local_files(dir: &Path, label: String) -> Result<ModelFiles> {
         generation_config: existing(dir.join("generation_config.json")),
         lora_dir: lora.join("adapter_config.json").is_file().then_some(lora),
         index: routed,
+        notes: Vec::new(),
     })
 }
 
@@ -359,12 +362,14 @@ fn hub_files(id: &str, revision: &str) -> Result<ModelFiles> {
                 .map(|_| c)
         })
         .and_then(|c| c.parent().map(Path::to_path_buf));
+    let mut notes = Vec::new();
     if lora_dir.is_none() && !f.offline {
-        eprintln!(
-            "specscope: {id}@{revision} has no linear_spec_lora/; drafting without the adapter"
-        );
+        notes.push(format!(
+            "{id}@{revision} has no linear_spec_lora/; drafting without the adapter"
+        ));
     }
     Ok(ModelFiles {
+        notes,
         label: format!("{id}@{revision}"),
         commit: f.commit(),
         config,

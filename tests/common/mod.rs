@@ -11,8 +11,11 @@ use specscope::model::{self, AttnRule, KvCache, LogitSel, Model, ModelSource, Ro
 /// (with `--features cuda`; `scripts/gpu-check.sh` sets it), the CPU otherwise.
 pub fn device() -> Device {
     match std::env::var("SPECSCOPE_TEST_DEVICE").as_deref() {
-        Ok("cuda") => model::select_device("cuda")
-            .expect("SPECSCOPE_TEST_DEVICE=cuda needs a `--features cuda` build and a GPU"),
+        Ok("cuda") => {
+            model::select_device("cuda")
+                .expect("SPECSCOPE_TEST_DEVICE=cuda needs a `--features cuda` build and a GPU")
+                .0
+        }
         Ok("cpu") | Err(_) => Device::Cpu,
         Ok(other) => panic!("SPECSCOPE_TEST_DEVICE={other}: expected cpu or cuda"),
     }

@@ -195,13 +195,18 @@ impl CostModel {
     }
 
     /// The user's profile when `specscope profile --save` wrote one, else the built-in.
-    pub fn load_default() -> Self {
+    /// The saved profile, or the built-in one with a warning for the caller to show
+    /// when the saved one cannot be read.
+    pub fn load_default() -> (Self, Option<String>) {
         match default_path() {
-            Some(p) if p.is_file() => Self::from_file(&p).unwrap_or_else(|e| {
-                eprintln!("specscope: warning: {e:#}; using the built-in cost profile");
-                Self::builtin()
-            }),
-            _ => Self::builtin(),
+            Some(p) if p.is_file() => match Self::from_file(&p) {
+                Ok(c) => (c, None),
+                Err(e) => (
+                    Self::builtin(),
+                    Some(format!("{e:#}; using the built-in cost profile")),
+                ),
+            },
+            _ => (Self::builtin(), None),
         }
     }
 
@@ -316,6 +321,8 @@ pub struct Pricing {
     /// What prices the decisions, in a few words for the screen: "B200 · NLD-8B
     /// (modeled)", "this CPU (measured)".
     pub label: String,
+    /// Something the caller should tell the user (a saved profile that did not read).
+    pub warning: Option<String>,
 }
 
 /// The profile decisions are priced by when `--cost-profile` is not given and no
@@ -338,13 +345,18 @@ impl Pricing {
     /// profile keeps its prices fixed: this machine's forwards would otherwise teach
     /// the policy this machine's prices, and the point is to decide as that GPU would.
     pub fn select(spec: Option<&str>) -> Result<Self> {
+        let mut warning = None;
         let (cost, learn, label) = match spec {
             None => match default_path().filter(|p| p.is_file()) {
-                Some(_) => (
-                    CostModel::load_default(),
-                    true,
-                    "this machine's saved profile (measured)".to_string(),
-                ),
+                Some(_) => {
+                    let (cost, w) = CostModel::load_default();
+                    warning = w;
+                    (
+                        cost,
+                        true,
+                        "this machine's saved profile (measured)".to_string(),
+                    )
+                }
                 None => return Self::select(Some(DEFAULT_PROFILE)),
             },
             Some("cpu") => (
@@ -380,7 +392,12 @@ impl Pricing {
                 )
             }
         };
-        Ok(Self { cost, learn, label })
+        Ok(Self {
+            cost,
+            learn,
+            label,
+            warning,
+        })
     }
 
     /// The source, and whether the run refits it.

@@ -157,16 +157,14 @@ impl LiveRun {
                 return;
             }
         };
-        if prompt.len() + 1 >= self.live.context {
-            notice(
-                s,
-                format!(
-                    "the conversation is {} tokens, the model's window is {}: clear the chat (Ctrl+L) or send less",
-                    prompt.len(),
-                    self.live.context
+        if let Err(e) = crate::engine::check_prompt_len(prompt.len(), self.live.context) {
+            let text = match e {
+                crate::engine::PromptError::TooLong { len, context } => format!(
+                    "the conversation is {len} tokens, the model's window is {context}: clear the chat (Ctrl+L) or send less"
                 ),
-                Level::Error,
-            );
+                crate::engine::PromptError::Empty => e.to_string(),
+            };
+            notice(s, text, Level::Error);
             return;
         }
         let req = self.live.handle.submit(Submit {
