@@ -137,7 +137,11 @@ impl Drop for Tmux {
 
 /// The shell printed specscope's exit status (not the echo in the typed command).
 fn exited(screen: &str) -> bool {
-    screen.lines().any(|l| l.starts_with("EXIT="))
+    // `EXIT=0`, not the typed `EXIT=$?` that a narrow pane may wrap to a line's start.
+    screen.lines().any(|l| {
+        l.strip_prefix("EXIT=")
+            .is_some_and(|code| code.starts_with(|c: char| c.is_ascii_digit()))
+    })
 }
 
 /// The round number in the round pane's title (`round N · request R`).
