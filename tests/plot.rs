@@ -303,6 +303,10 @@ fn hostile_bench_files_are_refused_or_drawn_as_valid_xml() {
             "control model",
             Box::new(|v| v["model"] = "m\u{0}\u{8}".into()),
         ),
+        (
+            "a newer format",
+            Box::new(|v| v["format_version"] = 99.into()),
+        ),
     ];
     for (name, m) in mutations {
         let mut v = base.clone();

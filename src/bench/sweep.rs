@@ -95,6 +95,10 @@ impl std::str::FromStr for Config {
     }
 }
 
+/// Version of `bench --json`'s layout (a field added keeps it; one renamed or removed
+/// moves it). `plot` reads this version and the unversioned files before it.
+pub const FORMAT_VERSION: u32 = 1;
+
 /// A named decoding configuration.
 #[derive(Debug, Clone, Serialize)]
 pub struct BenchConfig {

@@ -188,6 +188,8 @@ pub fn run(a: BenchArgs) -> Result<()> {
     out!("{}", pass_spread(&results));
     if let Some(path) = &a.json {
         let out = serde_json::json!({
+            "format": "specscope-bench",
+            "format_version": specscope::bench::sweep::FORMAT_VERSION,
             "model": loaded.files.label,
             "prompts": prompts.len(),
             "max_new_tokens": a.max_new_tokens,

@@ -29,6 +29,10 @@ pub struct EvalArgs {
     pub json: Option<PathBuf>,
 }
 
+/// Version of `eval --json`'s layout (a field added keeps it; one renamed or removed
+/// moves it).
+pub const EVAL_FORMAT_VERSION: u32 = 1;
+
 pub fn run(a: EvalArgs) -> Result<()> {
     let families = ["math", "code", "qa", "first"];
     let records = a.prompts.records_or(&families)?;
@@ -143,7 +147,17 @@ pub fn run(a: EvalArgs) -> Result<()> {
         }
     }
     if let Some(p) = &a.json {
-        specscope::output::write_whole(p, &serde_json::to_string_pretty(&rep)?)?;
+        // The report's fields, after a format name and version readers can check.
+        let mut out = serde_json::json!({
+            "format": "specscope-eval",
+            "format_version": EVAL_FORMAT_VERSION,
+        });
+        if let (Some(o), serde_json::Value::Object(r)) =
+            (out.as_object_mut(), serde_json::to_value(&rep)?)
+        {
+            o.extend(r);
+        }
+        specscope::output::write_whole(p, &serde_json::to_string_pretty(&out)?)?;
     }
     Ok(())
 }

@@ -104,6 +104,8 @@ pub struct BenchFile {
 
 #[derive(Deserialize)]
 struct BenchJson {
+    #[serde(default)]
+    format_version: Option<u32>,
     model: String,
     results: Vec<BenchResult>,
     #[serde(default)]
@@ -139,6 +141,16 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path, what: &str) -> Result<
 /// Reads a `specscope bench --json` file.
 pub fn read_bench(path: &Path) -> Result<BenchFile> {
     let b: BenchJson = read_json(path, "bench result file (`specscope bench --json`)")?;
+    if let Some(v) = b
+        .format_version
+        .filter(|v| *v > crate::bench::sweep::FORMAT_VERSION)
+    {
+        bail!(
+            "{}: bench format version {v} is newer than this specscope reads ({})",
+            path.display(),
+            crate::bench::sweep::FORMAT_VERSION
+        );
+    }
     if b.results.is_empty() {
         bail!("{}: the bench file holds no results", path.display());
     }
