@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use anyhow::{ensure, Result};
 
-use super::policy::{verify_entropy, History, RoundRecord, SurvivalSample};
+use super::policy::{verify_entropy, History, RoundOutcome, SurvivalSample};
 use super::round;
 use super::signals;
 use crate::model::{AttnRule, LogitSel, Model, Row, RowBatch};
@@ -114,7 +114,7 @@ pub fn collect(
         let Some((v, sig)) = canon else { break };
         cache.truncate(ctx + v.advance())?;
         let b = if ar_step { 1 } else { blocks[canonical] };
-        history.push(RoundRecord {
+        history.push(RoundOutcome {
             block: b,
             advance: v.advance(),
             full: v.first_reject.is_none(),

@@ -33,8 +33,8 @@ pub use joint::RoundOption;
 pub use regime::{Regime, RegimeChooser};
 pub use rows::{expected_rows_ms, price_rows, HitRates, RowKey, RowLoad};
 pub use tables::{
-    cold_start, pava_non_increasing, stratum, verify_entropy, History, RoundRecord, SurvivalSample,
-    SurvivalTables,
+    cold_start, pava_non_increasing, stratum, verify_entropy, History, RoundOutcome,
+    SurvivalSample, SurvivalTables,
 };
 
 use super::cost::{CostModel, ForwardShape, OnlineCost};

@@ -15,7 +15,7 @@ const BUILTIN_TABLES: &str = include_str!("../../../assets/survival_tables.json"
 
 /// What a finished round tells the policy (verifier-side only).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct RoundRecord {
+pub struct RoundOutcome {
     pub block: usize,
     /// Tokens advanced (accepted drafts + 1).
     pub advance: usize,
@@ -28,7 +28,7 @@ pub struct RoundRecord {
 /// The last rounds of one request.
 #[derive(Debug, Clone, Default)]
 pub struct History {
-    rounds: VecDeque<RoundRecord>,
+    rounds: VecDeque<RoundOutcome>,
     /// The previous round's outcome is not read (no stratum): the entropy alone.
     entropy_only: bool,
 }
@@ -40,7 +40,7 @@ impl History {
         self.entropy_only = !on;
     }
 
-    pub fn push(&mut self, r: RoundRecord) {
+    pub fn push(&mut self, r: RoundOutcome) {
         self.rounds.push_back(r);
         if self.rounds.len() > 2 {
             self.rounds.pop_front();
@@ -503,7 +503,7 @@ mod tests {
     fn history_signal_is_ma2() {
         let mut h = History::default();
         for e in [3.0, 1.0, 2.0] {
-            h.push(RoundRecord {
+            h.push(RoundOutcome {
                 block: 8,
                 advance: 8,
                 full: true,

@@ -26,7 +26,7 @@ fn steep() -> CostModel {
 
 fn history(entropy: f32, block: usize, advance: usize) -> History {
     let mut h = History::default();
-    h.push(RoundRecord {
+    h.push(RoundOutcome {
         block,
         advance,
         full: advance == block,
@@ -223,7 +223,7 @@ fn ratio_rule_weighs_value_against_cost() {
             .len(),
         2
     );
-    h.push(RoundRecord {
+    h.push(RoundOutcome {
         block: 16,
         advance: 3,
         full: false,
@@ -255,7 +255,7 @@ fn small_blocks_and_ar_steps_win_only_where_tokens_are_expensive() {
         .unwrap()
         .insert(4, vec![vec![1.0, 0.95, 0.9, 0.85]]);
     let mut h = History::default();
-    h.push(RoundRecord {
+    h.push(RoundOutcome {
         block: 8,
         advance: 3,
         full: false,

@@ -5,7 +5,7 @@
 use super::{Pending, Plan, Scheduler};
 use crate::engine::events::{BranchView, DecodeEvent, EventSink, Origin, PosView, RoundTally};
 use crate::engine::overlap::{self, BranchKind, BranchOutcome};
-use crate::engine::policy::{verify_entropy, RoundRecord};
+use crate::engine::policy::{verify_entropy, RoundOutcome};
 use crate::engine::round;
 use crate::engine::signals::PosSignals;
 
@@ -46,7 +46,7 @@ impl Scheduler {
                 _ => Origin::Bonus,
             })
             .collect();
-        r.history.push(RoundRecord {
+        r.history.push(RoundOutcome {
             block: b,
             advance: verdict.advance(),
             full: verdict.first_reject.is_none(),

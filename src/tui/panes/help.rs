@@ -11,11 +11,8 @@ use super::chat::{wrap_indented, NBSP};
 use super::history::speed_words;
 use super::pane;
 use crate::tui::keymap::Keymap;
-use crate::tui::state::{Level, State};
+use crate::tui::state::{HelpPage, Level, State};
 use crate::tui::theme::Theme;
-
-/// The pages, in order.
-pub const PAGES: [&str; 3] = ["keys", "what you see", "messages"];
 
 /// What each term on the screen means.
 pub const LEGEND: &[(&str, &str)] = &[
@@ -169,10 +166,10 @@ fn page_of(area: Rect, s: &State, t: &Theme, keys: &Keymap) -> (Vec<Line<'static
     let inner = area.inner(Margin::new(1, 1));
     let height = usize::from(inner.height);
     let width = usize::from(inner.width).max(1);
-    let body = match s.help_page % PAGES.len() {
-        0 => keys_page(t, keys, s.replaying(), width, height.saturating_sub(1)),
-        1 => legend_page(s, t, width),
-        _ => messages_page(s, t, width),
+    let body = match s.help_page {
+        HelpPage::Keys => keys_page(t, keys, s.replaying(), width, height.saturating_sub(1)),
+        HelpPage::Legend => legend_page(s, t, width),
+        HelpPage::Messages => messages_page(s, t, width),
     };
     let max_scroll = body.len().saturating_sub(height);
     (body, max_scroll)
@@ -184,11 +181,14 @@ pub fn max_scroll(area: Rect, s: &State, t: &Theme, keys: &Keymap) -> usize {
 }
 
 pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme, keys: &Keymap) {
-    let page = s.help_page % PAGES.len();
     let mut tabs: Vec<Span> = vec![Span::styled(" help: ", t.title)];
-    for (i, name) in PAGES.iter().enumerate() {
-        let style = if i == page { t.selected } else { t.dim };
-        tabs.push(Span::styled(format!(" {name} "), style));
+    for page in HelpPage::ALL {
+        let style = if page == s.help_page {
+            t.selected
+        } else {
+            t.dim
+        };
+        tabs.push(Span::styled(format!(" {} ", page.name()), style));
     }
     let (body, max_scroll) = page_of(area, s, t, keys);
     let scroll = s.help_scroll.min(max_scroll);

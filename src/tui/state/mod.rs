@@ -113,6 +113,38 @@ pub struct RequestInfo {
     pub diffusing: bool,
 }
 
+/// The help overlay's pages, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HelpPage {
+    /// The keys that act here.
+    #[default]
+    Keys,
+    /// What every term on the screen means.
+    Legend,
+    /// The session's notices.
+    Messages,
+}
+
+impl HelpPage {
+    pub const ALL: [HelpPage; 3] = [HelpPage::Keys, HelpPage::Legend, HelpPage::Messages];
+
+    /// The tab's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            HelpPage::Keys => "keys",
+            HelpPage::Legend => "what you see",
+            HelpPage::Messages => "messages",
+        }
+    }
+
+    /// `by` pages on, wrapping around.
+    pub fn moved(self, by: i64) -> Self {
+        let n = Self::ALL.len() as i64;
+        let i = Self::ALL.iter().position(|p| *p == self).unwrap_or(0) as i64;
+        Self::ALL[(i + by).rem_euclid(n) as usize]
+    }
+}
+
 /// The model and what the session decodes with.
 #[derive(Debug, Clone)]
 pub struct Session {
@@ -169,7 +201,7 @@ pub struct State {
     pub status: Status,
     pub help: bool,
     /// The help page shown (keys, what you see, messages).
-    pub help_page: usize,
+    pub help_page: HelpPage,
     /// Lines of the help page scrolled past (the pane clamps it when drawing).
     pub help_scroll: usize,
     pub now: f64,
@@ -197,7 +229,7 @@ impl State {
             stats: Stats::default(),
             status: Status::default(),
             help: false,
-            help_page: 0,
+            help_page: HelpPage::default(),
             help_scroll: 0,
             now: 0.0,
             quit: false,
@@ -282,8 +314,7 @@ pub fn update(s: &mut State, msg: Msg) -> Vec<Effect> {
             Vec::new()
         }
         Msg::HelpPage(by) => {
-            let n = 3;
-            s.help_page = (s.help_page as i64 + by).rem_euclid(n) as usize;
+            s.help_page = s.help_page.moved(by);
             s.help_scroll = 0;
             Vec::new()
         }
