@@ -397,7 +397,7 @@ impl SummaryBuilder {
                             block: block.len(),
                             steps,
                             advance: tokens.len(),
-                            agree: tokens.iter().zip(&ar).filter(|(a, b)| a == b).count(),
+                            agree: BlockTally::agreeing(tokens, &ar),
                         });
                     } else if *round > 0 {
                         // A round advances what it committed: the verdict cut at the

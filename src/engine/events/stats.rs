@@ -46,6 +46,14 @@ pub struct BlockTally {
     pub agree: usize,
 }
 
+impl BlockTally {
+    /// Tokens of `kept` that equal AR's choice at the same position (`ar[k]` is AR's
+    /// token for position k): the agreement the engine and the summary both count.
+    pub fn agreeing(kept: &[u32], ar: &[u32]) -> usize {
+        kept.iter().zip(ar).filter(|(a, b)| a == b).count()
+    }
+}
+
 /// Counts of rounds, forwards and tokens: the one fold every statistic is made of
 /// (`+=` adds requests up). TPF: decode tokens / decode forwards, prefill excluded, a
 /// fused forward counting once per request in it.

@@ -181,7 +181,7 @@ impl Scheduler {
         r.ar_next = ar.last().copied();
         let budget = r.opts.max_new_tokens.saturating_sub(r.out.len());
         let (kept, _) = round::truncate_emitted(&block, &self.eos, budget);
-        let agree = kept.iter().zip(&ar_at).filter(|(a, b)| a == b).count();
+        let agree = BlockTally::agreeing(&kept, &ar_at);
         if r.stats.first_divergence.is_none() {
             if let Some(k) = kept.iter().zip(&ar_at).position(|(a, b)| a != b) {
                 r.stats.first_divergence = Some(r.out.len() + k);

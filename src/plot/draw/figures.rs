@@ -295,12 +295,9 @@ pub fn speedup(s: &[(String, Vec<(usize, f64)>)], caption: &str, pal: &Palette) 
         let mut series: Vec<Series> = s
             .iter()
             .enumerate()
-            .map(|(i, (label, pts))| Series {
-                label: label.clone(),
-                color: pal.series(i),
-                points: pts.iter().map(|p| (p.0 as f64, p.1)).collect(),
-                thin: false,
-                marker: Some(i),
+            .map(|(i, (label, pts))| {
+                let points = pts.iter().map(|p| (p.0 as f64, p.1)).collect();
+                Series::nth(i, label.clone(), points, pal)
             })
             .collect();
         let xs: Vec<f64> = series
@@ -347,15 +344,9 @@ pub fn faithfulness(
         let series: Vec<Series> = s
             .iter()
             .enumerate()
-            .map(|(i, (label, pts))| Series {
-                label: label.clone(),
-                color: pal.series(i),
-                points: pts
-                    .iter()
-                    .map(|&(tpf, share)| (tpf, 100.0 * share))
-                    .collect(),
-                thin: false,
-                marker: Some(i),
+            .map(|(i, (label, pts))| {
+                let points = pts.iter().map(|&(tpf, share)| (tpf, 100.0 * share));
+                Series::nth(i, label.clone(), points.collect(), pal)
             })
             .collect();
         let x = range(
@@ -485,12 +476,12 @@ pub fn block_timeline(
         let series: Vec<Series> = t
             .iter()
             .enumerate()
-            .map(|(i, (req, pts))| Series {
-                label: format!("request {req}"),
-                color: pal.series(i),
-                points: pts.iter().map(|&(r, b)| (r as f64, b as f64)).collect(),
-                thin: true,
-                marker: Some(i),
+            .map(|(i, (req, pts))| {
+                let points = pts.iter().map(|&(r, b)| (r as f64, b as f64)).collect();
+                Series {
+                    thin: true,
+                    ..Series::nth(i, format!("request {req}"), points, pal)
+                }
             })
             .collect();
         let x = range(

@@ -267,6 +267,19 @@ struct Series {
     marker: Option<usize>,
 }
 
+impl Series {
+    /// The `i`-th line of a chart: the palette's `i`-th colour and marker, heavy.
+    fn nth(i: usize, label: String, points: Vec<(f64, f64)>, pal: &Palette) -> Self {
+        Series {
+            label,
+            color: pal.series(i),
+            points,
+            thin: false,
+            marker: Some(i),
+        }
+    }
+}
+
 fn lines(
     l: &Lines,
     series: &[Series],
