@@ -946,3 +946,41 @@ fn device_and_dtype_are_typed() {
     assert_clean_error(&run(&["run", "--device", "gpu", "-p", "hi"]), "cuda");
     assert_clean_error(&run(&["run", "--dtype", "f64", "-p", "hi"]), "bf16");
 }
+
+/// A ui-bench over a few short answers says its ratio is noise instead of
+/// presenting it as a figure (it once read 216% at `--limit 1`), whatever the pass
+/// count; with `--json` it says so in a field.
+#[test]
+fn ui_bench_on_too_little_decoding_calls_its_ratio_noise() {
+    for repeats in ["1", "2"] {
+        let o = run(&[
+            "ui-bench",
+            "--limit",
+            "1",
+            "--repeats",
+            repeats,
+            "--max-new-tokens",
+            "8",
+            "--width",
+            "80",
+            "--height",
+            "24",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(out.contains("mostly noise"), "{out}");
+    }
+    let o = run(&[
+        "ui-bench",
+        "--limit",
+        "1",
+        "--repeats",
+        "1",
+        "--max-new-tokens",
+        "8",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["ratio_reliable"], false, "{v}");
+}

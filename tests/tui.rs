@@ -764,7 +764,8 @@ fn a_replay_is_read_only_and_says_how_to_start() {
     let all = screen_text(&buf);
     assert!(all.contains("Nothing played yet"), "{all}");
     assert!(!all.contains("Type a message"), "{all}");
-    // At 80 columns the replay's marker gives up its pace so the notice is read whole.
+    // At 80 columns the replay's marker keeps its pace (a speed change shows) and the
+    // notice is read whole on the row above.
     update(
         &mut s,
         Msg::Replay(ReplayStatus {
@@ -775,10 +776,12 @@ fn a_replay_is_read_only_and_says_how_to_start() {
             pace: ReplayPace::RoundsPerSec(3.0),
         }),
     );
-    let status = text_at(&draw(&s, &Theme::dark(), 80, 24), 0, 23, 80);
+    let buf = draw(&s, &Theme::dark(), 80, 24);
+    let (status, above) = (text_at(&buf, 0, 23, 80), text_at(&buf, 0, 22, 80));
     assert!(
-        status.contains("▶ replay 1234/5678") && status.contains("a replay is read-only"),
-        "{status}"
+        status.contains("▶ replay event 1234/5678 · 3 rounds/s")
+            && above.contains("a replay is read-only"),
+        "{above}\n{status}"
     );
     s.status.notice = None;
     let status = text_at(&draw(&s, &Theme::dark(), 80, 24), 0, 23, 80);
@@ -1477,7 +1480,7 @@ fn at_120x30_the_round_shows_whole() {
 }
 
 #[test]
-fn a_long_notice_is_cut_in_the_middle_not_the_markers() {
+fn a_long_notice_keeps_the_markers_and_the_file_name() {
     let mut s = scripted();
     update(&mut s, Msg::Recording(Some("x.jsonl".into())));
     update(
@@ -1488,11 +1491,14 @@ fn a_long_notice_is_cut_in_the_middle_not_the_markers() {
         },
     );
     let buf = draw(&s, &Theme::dark(), 80, 24);
-    let status = text_at(&buf, 0, 23, 80);
-    assert!(status.contains("● REC") && status.contains("…"), "{status}");
+    let (status, above) = (text_at(&buf, 0, 23, 80), text_at(&buf, 0, 22, 80));
     assert!(
-        status.contains("theme"),
-        "the end of the message shows: {status}"
+        status.contains("● REC") && status.contains("RecGuide"),
+        "{status}"
+    );
+    assert!(
+        above.contains("…/mine.toml:3: unknown role `sparkly`;") && above.contains("theme"),
+        "the file's name and the end of the message show: {above}"
     );
 }
 
@@ -1731,8 +1737,9 @@ fn help_scrolls_and_keeps_keys_from_the_screen_behind() {
     ));
 }
 
-/// At 80 columns a long notice is cut in the middle but the help key stays, and the
-/// notice is on the messages page in full, informational ones too.
+/// At 80 columns a long notice goes on the row above the status line, cut between
+/// words, the help key stays, and the notice is on the messages page in full,
+/// informational ones too.
 #[test]
 fn notices_keep_the_help_key_and_are_kept_in_full() {
     let mut s = scripted();
@@ -1748,7 +1755,12 @@ fn notices_keep_the_help_key_and_are_kept_in_full() {
     let all = screen_text(&buf);
     let status = all.lines().last().unwrap_or_default().to_string();
     assert!(status.contains("F1 help"), "{status}");
-    assert!(status.contains('…') && !status.contains(path), "{status}");
+    // Too long for the status line: on the row above, the file's name kept.
+    let above = all.lines().nth(22).unwrap_or_default().to_string();
+    assert!(
+        above.contains("recording saved to …/session-20261201.jsonl (F1: messages page)"),
+        "{above}"
+    );
     update(&mut s, Msg::Action(Action::Help));
     update(&mut s, Msg::HelpPage(2));
     let page = screen_text(&draw(&s, &Theme::dark(), 120, 30));
@@ -1806,7 +1818,10 @@ fn at_80_columns_titles_and_summaries_shorten_instead_of_being_cut() {
             "{w}x{h}: {:?}\n{all}",
             cut_at_border(&buf)
         );
-        assert!(all.contains("past"), "{all}");
+        assert!(
+            all.contains("session 145/148") || all.contains("145 of 148 session rounds"),
+            "{all}"
+        );
         assert!(all.contains("acceptance"), "{all}");
         assert!(all.contains("hit"), "{all}");
     }
@@ -2047,4 +2062,287 @@ fn a_diffusion_block_fills_and_shows_where_ar_disagrees() {
     s.rounds.selected = Some(3);
     let all = screen_text(&draw(&s, &theme, 80, 24));
     assert!(all.contains("position 3: '·91' at step 2"), "{all}");
+}
+
+/// The round pane's rows, inside its border (the pane whose title starts "round").
+fn round_pane_lines(buf: &Buffer) -> Vec<String> {
+    let Some((x, y0)) = find_text(buf, "┌ round") else {
+        return Vec::new();
+    };
+    let width = buf.area.width - x;
+    let mut out = Vec::new();
+    let mut y = y0 + 1;
+    while y < buf.area.height && buf[(x, y)].symbol() == "│" {
+        out.push(text_at(buf, x + 1, y, width - 2).trim_end().to_string());
+        y += 1;
+    }
+    out
+}
+
+/// Every frame of the demo at sizes from 80×24 up, with and without a selected
+/// position: a branch row shows whole (its head through its verdict) or not at all,
+/// however short the pane.
+#[test]
+fn branch_rows_are_never_cut_in_the_middle() {
+    use specscope::engine::overlap::MissReason::*;
+    let reasons = [
+        NoBranches,
+        Before,
+        Between,
+        After,
+        WrongCandidate,
+        ContinuationMiss,
+        ContinuationAbsent,
+        Ended,
+    ];
+    let mut endings: Vec<String> = reasons
+        .iter()
+        .map(|r| format!("miss: {}", r.describe()))
+        .collect();
+    endings.extend(
+        [
+            "HIT",
+            "not needed",
+            "…",
+            "unused: the answer ended",
+            "unused: the answer was stopped",
+        ]
+        .map(String::from),
+    );
+    let is_head = |l: &str| {
+        ["P1 ", "P2 ", "P3 ", "new "]
+            .iter()
+            .any(|p| l.starts_with(p))
+            && l.contains(" @")
+    };
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo.jsonl");
+    let trace = read_trace(&path).unwrap();
+    let mut s = State::new("demo", "cpu", opts());
+    let mut player = Player::new(trace.clone(), "demo".into());
+    let (mut rows_seen, mut frames) = (0, 0);
+    while player.pos < trace.events.len() {
+        player.step(&mut s);
+        frames += 1;
+        if frames % 2 == 0 {
+            update(&mut s, Msg::Action(Action::PosNext));
+        }
+        for (w, h) in [(80, 24), (80, 26), (96, 24), (100, 30), (120, 28)] {
+            let lines = round_pane_lines(&draw(&s, &Theme::dark(), w, h));
+            let mut i = 0;
+            while i < lines.len() {
+                if !is_head(&lines[i]) {
+                    i += 1;
+                    continue;
+                }
+                let mut row = lines[i].clone();
+                i += 1;
+                while i < lines.len()
+                    && !is_head(&lines[i])
+                    && !lines[i].starts_with("… (a larger pane")
+                    && !lines[i].starts_with("expected tokens")
+                    && !lines[i].starts_with("measured tokens")
+                {
+                    row = format!("{row} {}", lines[i].trim());
+                    i += 1;
+                }
+                rows_seen += 1;
+                assert!(
+                    endings.iter().any(|e| row.trim_end().ends_with(e.as_str())),
+                    "a branch row cut at {w}x{h}: {row:?}\n{}",
+                    lines.join("\n")
+                );
+            }
+        }
+    }
+    assert!(rows_seen > 100, "the demo shows branch rows ({rows_seen})");
+}
+
+/// The speed line says, at every width it fits, whether the AR side was measured or
+/// priced by the cost model (the 80-column form once dropped it).
+#[test]
+fn the_speed_line_says_how_the_ar_side_was_had_at_every_width() {
+    use specscope::tui::panes::history::speed_line;
+    use specscope::tui::state::Rate;
+    for measured in [false, true] {
+        for (draft_tokens, draft_ms) in [(100, 80.0), (100, 200.0)] {
+            let mut s = State::new("m", "cpu", opts());
+            s.stats.speed.drafting = Rate {
+                tokens: draft_tokens,
+                ms: draft_ms,
+            };
+            if measured {
+                s.stats.speed.ar = Rate {
+                    tokens: 40,
+                    ms: 40.0,
+                };
+            } else {
+                s.stats.speed.ar_model = Some(1.0);
+            }
+            for width in 20..160 {
+                let (text, _) = speed_line(&s, width).unwrap();
+                let word = if measured { "measured" } else { "priced" };
+                assert!(text.contains(word), "{width}: {text}");
+                assert!(text.chars().count() <= width.max(26), "{width}: {text}");
+            }
+        }
+    }
+}
+
+/// Every TPF on the screen says which: the session's (status line, history title) or
+/// the last rounds' means (the history's rates line), at every width.
+#[test]
+fn every_tpf_on_screen_is_labelled() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo.jsonl");
+    let trace = read_trace(&path).unwrap();
+    let mut s = State::new("demo", "cpu", opts());
+    let mut player = Player::new(trace.clone(), "demo".into());
+    while player.pos < trace.events.len() {
+        player.step(&mut s);
+    }
+    let mut seen = 0;
+    for w in (80..=240).step_by(4) {
+        for h in [24, 40] {
+            let all = screen_text(&draw(&s, &Theme::dark(), w, h));
+            for line in all.lines() {
+                for (i, _) in line.match_indices("TPF") {
+                    seen += 1;
+                    let rest = &line[i..];
+                    let rest = rest.split('│').next().unwrap_or(rest);
+                    assert!(
+                        rest.contains("(session)")
+                            || rest.contains("means)")
+                            || rest.contains("(last "),
+                        "an unlabelled TPF at {w}x{h}: {line}"
+                    );
+                }
+            }
+        }
+    }
+    assert!(seen > 80, "{seen}");
+}
+
+/// Notices of every length at every width: the status line keeps the mode, the
+/// activity and the device; the notice shows whole (in the status line or on the row
+/// above), or cut only between words with the messages page named.
+#[test]
+fn notices_never_hide_the_mode_or_cut_a_word() {
+    let words = [
+        "recording",
+        "saved",
+        "to",
+        "the",
+        "keymap",
+        "~/.config/specscope/keymap.toml:3:",
+        "unknown",
+        "action",
+        "`sparkly`;",
+        "using",
+        "built-in",
+        "keys",
+        "a",
+        "/tmp/specscope/recordings/session-1733402.jsonl",
+    ];
+    let mut seed = 5u64;
+    let mut next = |n: usize| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) as usize % n
+    };
+    for case in 0..150 {
+        let text: Vec<&str> = (0..1 + next(16))
+            .map(|_| words[next(words.len())])
+            .collect();
+        let text = text.join(" ");
+        let level = [Level::Info, Level::Warning, Level::Error][case % 3];
+        let mut s = State::new("bundled:tiny-nld", "cpu", opts());
+        update(
+            &mut s,
+            Msg::Notice {
+                text: text.clone(),
+                level,
+            },
+        );
+        let w = 80 + (next(13) * 10) as u16;
+        let all = screen_text(&draw(&s, &Theme::dark(), w, 24));
+        let rows: Vec<&str> = all.lines().collect();
+        let (status, above) = (rows[23], rows[22]);
+        for keep in ["RecGuide", "idle", "cpu", "F1 help"] {
+            assert!(status.contains(keep), "{keep} hidden at {w}: {status}");
+        }
+        if status.contains(&text) || above.contains(&text) {
+            continue;
+        }
+        assert!(
+            above.contains("(F1: messages page)"),
+            "{w}: {above} for {text}"
+        );
+        let shown = above.trim().trim_end_matches("(F1: messages page)");
+        for piece in shown.split_whitespace() {
+            let whole = words.contains(&piece)
+                || piece == "…"
+                || piece.strip_prefix("…/").is_some_and(|n| text.contains(n));
+            assert!(whole, "a cut word {piece:?} at {w}: {above}\nfor {text}");
+        }
+    }
+}
+
+/// Every key the help lists for a replay does something there (an effect, a change
+/// on screen or a state change other than "a replay is read-only"), in a replay
+/// stopped part-way with a round on screen.
+#[test]
+fn replay_help_lists_only_keys_that_act_in_a_replay() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo.jsonl");
+    let trace = read_trace(&path).unwrap();
+    let mut base = State::new("demo", "cpu", opts());
+    let mut player = Player::new(trace.clone(), "demo".into());
+    for _ in 0..trace.events.len() / 2 {
+        player.step(&mut base);
+    }
+    start_replay(&mut base);
+    base.status.notice = None;
+    // A key may act only after another (Esc closes the inspector Shift+→ opened,
+    // PgDn scrolls back what PgUp scrolled): the states after each listed key too.
+    let listed: Vec<Action> = Action::ALL
+        .iter()
+        .copied()
+        .filter(|a| a.acts_in(true))
+        .collect();
+    let mut states = vec![base.clone()];
+    for &p in &listed {
+        let mut s = base.clone();
+        update(&mut s, Msg::Action(p));
+        states.push(s);
+    }
+    for &a in &listed {
+        let acts = |from: &State| {
+            let mut s = from.clone();
+            let before = format!("{s:?}");
+            let screen = screen_text(&draw(&s, &Theme::dark(), 120, 40));
+            let fx = update(&mut s, Msg::Action(a));
+            let read_only = notice(&s).contains("read-only");
+            let changed = format!("{s:?}") != before
+                || screen_text(&draw(&s, &Theme::dark(), 120, 40)) != screen;
+            !read_only && (!fx.is_empty() || changed)
+        };
+        assert!(
+            states.iter().any(acts),
+            "{a:?} is listed for replays but does nothing there"
+        );
+    }
+    // And the lines say what the keys do there: nothing about answers or the input.
+    let mut s = base.clone();
+    update(&mut s, Msg::Action(Action::Help));
+    for (w, h) in [(80, 24), (120, 60), (200, 60)] {
+        let page = screen_text(&draw(&s, &Theme::dark(), w, h));
+        assert!(page.contains("read-only"), "{page}");
+        for dead in [
+            "stop generating",
+            "clear input",
+            "send the message",
+            "Printable keys",
+        ] {
+            assert!(!page.contains(dead), "{dead:?} in a replay's help:\n{page}");
+        }
+    }
 }

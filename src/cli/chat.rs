@@ -78,10 +78,11 @@ pub struct ChatArgs {
     /// Record the session (JSONL) into this file from the start.
     #[arg(long)]
     pub record: Option<PathBuf>,
-    /// Pause between rounds to start with: 0 full speed, 1 100 ms, 2 300 ms (the
-    /// default: an answer can be followed round by round), 3 1 s. Alt+= / Alt+- change it.
-    #[arg(long)]
-    pub pace: Option<usize>,
+    /// Pause between rounds to start with: 0 full speed, 1 100 ms, 2 300 ms, 3 1 s
+    /// (the default: a round's verdict and branch rows can be read before the next),
+    /// 4 2 s. Alt+= / Alt+- change it.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..5))]
+    pub pace: Option<u64>,
     /// Earlier exchanges sent with each message [default: none for the bundled model,
     /// which saw an earlier exchange only before its few follow-ups ("Now double that
     /// result."), and answers worse after an unrelated one; the whole chat for others].
@@ -258,7 +259,7 @@ pub fn chat(args: ChatArgs) -> Result<ExitCode> {
     state.session.context_turns = args.context_turns.or(bundled(&loaded).then_some(0));
     state.status.pace = args
         .pace
-        .unwrap_or(DEFAULT_LIVE_PACE)
+        .map_or(DEFAULT_LIVE_PACE, |p| p as usize)
         .min(LIVE_PACES_MS.len() - 1);
     let live = Live {
         handle,

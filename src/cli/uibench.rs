@@ -170,6 +170,13 @@ fn observe(
     rx
 }
 
+/// Requests run on each side before the timed passes.
+const WARM_UP: usize = 1;
+
+/// Decode seconds per side below which the throughput ratio is mostly the machine's
+/// noise (a pass of a few short answers is a fraction of a second).
+const RELIABLE_SECS: f64 = 5.0;
+
 fn key(code: KeyCode, m: KeyModifiers) -> TermInput {
     TermInput::Key(KeyEvent::new(code, m))
 }
@@ -260,19 +267,36 @@ pub fn run(args: UiBenchArgs) -> Result<()> {
     let total = passes * prompts.len();
     let mut progress = Progress::new("ui-bench", total as u64);
     let finished = || log.lock().map(|l| l.len()).unwrap_or(0);
+    let ask = |p: &str| -> Result<()> {
+        // Each prompt alone, as headless: clear the chat first.
+        tx.send(key(KeyCode::Char('l'), KeyModifiers::CONTROL))?;
+        for c in p.chars() {
+            tx.send(key(KeyCode::Char(c), KeyModifiers::NONE))?;
+        }
+        tx.send(key(KeyCode::Enter, KeyModifiers::NONE))?;
+        Ok(())
+    };
+    // One warm-up request each side, not counted: the first request pays for the
+    // allocator and the thread pool, which would otherwise land on one side only.
+    if let Some(p) = prompts.first() {
+        headless(p)?;
+        ask(p)?;
+        let start = Instant::now();
+        while finished() < WARM_UP {
+            std::thread::sleep(Duration::from_millis(20));
+            if start.elapsed() > Duration::from_secs(300) {
+                bail!("the warm-up request did not finish");
+            }
+        }
+    }
     for (rep, head) in head_secs.iter_mut().enumerate() {
         let keys = rep == repeats;
         for (i, p) in prompts.iter().enumerate() {
             let (secs, text) = headless(p)?;
             *head += secs;
             head_texts.push(text);
-            // Each prompt alone, as headless: clear the chat first.
-            tx.send(key(KeyCode::Char('l'), KeyModifiers::CONTROL))?;
-            for c in p.chars() {
-                tx.send(key(KeyCode::Char(c), KeyModifiers::NONE))?;
-            }
-            tx.send(key(KeyCode::Enter, KeyModifiers::NONE))?;
-            let done = rep * prompts.len() + i;
+            ask(p)?;
+            let done = WARM_UP + rep * prompts.len() + i;
             let start = Instant::now();
             while finished() <= done {
                 std::thread::sleep(Duration::from_millis(40));
@@ -309,11 +333,15 @@ pub fn run(args: UiBenchArgs) -> Result<()> {
             })
             .count();
         ensure!(
-            recorded == total,
-            "the recording holds {recorded} finished requests, not {total}"
+            recorded == total + WARM_UP,
+            "the recording holds {recorded} finished requests, not {}",
+            total + WARM_UP
         );
     }
-    let timings = log.lock().map(|l| l.clone()).unwrap_or_default();
+    let timings: Vec<RequestTiming> = log
+        .lock()
+        .map(|l| l.iter().skip(WARM_UP).cloned().collect())
+        .unwrap_or_default();
     let mut screen_secs = vec![0.0; passes];
     for (i, r) in timings.iter().enumerate() {
         screen_secs[(i / prompts.len()).min(passes - 1)] += (r.finished - r.started).as_secs_f64();
@@ -376,6 +404,7 @@ pub fn run(args: UiBenchArgs) -> Result<()> {
         "headless_secs": head_secs,
         "screen_secs": screen_secs,
         "throughput_ratio_screen_vs_headless": ratio,
+        "ratio_reliable": watch_head >= RELIABLE_SECS,
         "ratio_per_pass": ratios[..repeats],
         "throughput_ratio_with_keys_pressed": key_ratio,
         "frames_live": live_frames.len(),
@@ -403,6 +432,12 @@ pub fn run(args: UiBenchArgs) -> Result<()> {
         per.join(", "),
         100.0 * key_ratio
     );
+    if watch_head < RELIABLE_SECS {
+        outln!(
+            "  (only {watch_head:.1} s of decoding per side: these ratios are mostly noise, \
+             and above 100% only by it; --limit 10 decodes enough to compare)"
+        );
+    }
     outln!(
         "frames at {w}x{h}: live {} drawn, mean {:.2} ms, p99 {:.2} ms; full demo screen mean {:.2} ms, p99 {:.2} ms",
         out["frames_live"],

@@ -158,6 +158,18 @@ impl Action {
         }
     }
 
+    /// The help line in a replay, where it differs: what the key does there (no
+    /// answer to stop, no input to clear).
+    pub fn replay_help(self) -> Option<&'static str> {
+        match self {
+            Action::Stop => Some("close the position inspector"),
+            Action::Interrupt => Some("quit (twice)"),
+            Action::TogglePause => Some("pause / resume the replay"),
+            Action::Step => Some("play one round, then pause"),
+            _ => None,
+        }
+    }
+
     /// One help line.
     pub fn help(self) -> &'static str {
         match self {

@@ -18,7 +18,8 @@ pub enum InputEdit {
     KillToStart,
     /// Ctrl+K: delete to the end of the line.
     KillToEnd,
-    /// Ctrl+W: delete the word before the cursor.
+    /// Ctrl+W: delete back to the whitespace before the cursor (readline's
+    /// unix-word-rubout: `end?Y` goes whole, unlike Alt+B's alphanumeric words).
     DeleteWordBack,
     /// Alt+B: one word back.
     WordLeft,
@@ -87,7 +88,7 @@ impl Input {
                 self.text.replace_range(self.cursor..end, "");
             }
             InputEdit::DeleteWordBack => {
-                let start = self.word_left();
+                let start = self.blank_left();
                 self.text.replace_range(start..self.cursor, "");
                 self.cursor = start;
             }
@@ -117,6 +118,22 @@ impl Input {
             .map_or(0, |i| {
                 i + trimmed[i..].chars().next().map_or(1, char::len_utf8)
             })
+    }
+
+    /// The start of the whitespace-delimited word before the cursor (whitespace
+    /// before the cursor skipped; a line break stops it like any whitespace).
+    fn blank_left(&self) -> usize {
+        let before = &self.text[..self.cursor];
+        let trimmed = before.trim_end_matches([' ', '\t']);
+        let start = trimmed.rfind(char::is_whitespace).map_or(0, |i| {
+            i + trimmed[i..].chars().next().map_or(1, char::len_utf8)
+        });
+        // At a line's start the line break itself goes, as Backspace would.
+        if start == self.cursor {
+            before.char_indices().next_back().map_or(0, |(i, _)| i)
+        } else {
+            start
+        }
     }
 
     /// The end of the word after the cursor.
@@ -316,6 +333,7 @@ mod tests {
         assert_eq!(&i.text[i.cursor..], " list");
         i.edit(InputEdit::DeleteWordBack);
         assert_eq!(i.text, "write a  list");
+
         i.edit(InputEdit::KillToEnd);
         assert_eq!(i.text, "write a ");
         i.edit(InputEdit::Left);
@@ -323,5 +341,43 @@ mod tests {
         assert_eq!((i.text.as_str(), i.cursor), (" ", 0));
         i.edit(InputEdit::End);
         assert_eq!(i.cursor, 1);
+    }
+
+    /// Ctrl+W removes the last whitespace-delimited word whatever it is made of
+    /// (`end?Y`, `x.y()`, `naïve-ish`), keeping the whitespace before it.
+    #[test]
+    fn ctrl_w_deletes_back_to_whitespace_for_any_word() {
+        let pieces = ["end", "?", "Y", "x.y()", "ï", "-", "42", "'s", "::"];
+        let mut seed = 11u64;
+        let mut next = |n: usize| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as usize % n
+        };
+        for _ in 0..300 {
+            let words: Vec<String> = (0..1 + next(4))
+                .map(|_| {
+                    (0..1 + next(4))
+                        .map(|_| pieces[next(pieces.len())])
+                        .collect()
+                })
+                .collect();
+            let gaps = [" ", "  ", "\t", "\n"];
+            let mut text = String::new();
+            for w in &words[..words.len() - 1] {
+                text.push_str(w);
+                text.push_str(gaps[next(gaps.len())]);
+            }
+            let kept = text.clone();
+            text.push_str(&words[words.len() - 1]);
+            let trailing = ["", " ", "  "][next(3)];
+            text.push_str(trailing);
+            let mut i = Input::default();
+            i.edit(InputEdit::Paste(text.clone()));
+            i.edit(InputEdit::DeleteWordBack);
+            assert_eq!(i.text, kept, "Ctrl+W on {text:?}");
+            assert_eq!(i.cursor, kept.len());
+        }
     }
 }

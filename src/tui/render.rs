@@ -101,6 +101,10 @@ pub fn draw(f: &mut Frame, s: &State, theme: &Theme, keys: &Keymap) {
     panes::round::draw(f, a.round, s, theme, keys);
     panes::history::draw(f, a.history, s, theme);
     panes::status::draw(f, a.status, s, theme, keys);
+    if !panes::status::notice_inline(s, theme, keys, usize::from(area.width)) {
+        let row = Rect::new(area.x, a.status.y.saturating_sub(1), area.width, 1);
+        panes::status::draw_notice_row(f, row, s, theme, keys);
+    }
     if s.help {
         // The panes behind are blanked (the status line stays): bits of them beside
         // the overlay read as stray letters.

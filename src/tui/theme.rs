@@ -7,6 +7,7 @@ use std::path::Path;
 use anyhow::{anyhow, bail, Result};
 use ratatui::style::{Color, Modifier, Style};
 use serde::Deserialize;
+use toml::Spanned;
 
 use super::config::{line_of, line_of_key};
 
@@ -91,8 +92,10 @@ roles! {
 struct ThemeFile {
     name: Option<String>,
     parent: Option<String>,
+    /// Spanned so an error names the line of the role it is about, wherever the file
+    /// sets it (`risky = …`, `"risky" = …`, a `[styles.risky]` table).
     #[serde(default)]
-    styles: BTreeMap<String, StyleSpec>,
+    styles: BTreeMap<Spanned<String>, Spanned<StyleSpec>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -256,14 +259,27 @@ fn load_user(text: &str, label: &str, name: &str) -> Result<Theme> {
 fn parse_file(text: &str, label: &str) -> Result<ThemeFile> {
     toml::from_str(text).map_err(|e| {
         let line = e.span().map_or(0, |s| line_of(text, s.start));
-        anyhow!("{label}:{line}: {}", e.message())
+        let msg = e.message().trim_end();
+        // A role written outside `[styles]` is the likeliest slip: say where it goes.
+        let misplaced = ROLES
+            .iter()
+            .find(|r| msg.starts_with(&format!("unknown field `{r}`")));
+        match misplaced {
+            Some(r) => anyhow!(
+                "{label}:{line}: `{r}` is a role: roles go under a `[styles]` table \
+                 (themes/README.md)"
+            ),
+            None => anyhow!("{label}:{line}: {msg}"),
+        }
     })
 }
 
 fn apply(t: &mut Theme, file: &ThemeFile, text: &str, label: &str) -> Result<()> {
     for (role, spec) in &file.styles {
-        let line = line_of_key(text, role);
-        let style = to_style(spec).map_err(|e| anyhow!("{label}:{line}: `{role}`: {e}"))?;
+        let line = line_of(text, role.span().start);
+        let role = role.get_ref();
+        let style =
+            to_style(spec.get_ref()).map_err(|e| anyhow!("{label}:{line}: `{role}`: {e}"))?;
         if !t.set(role, style) {
             bail!(
                 "{label}:{line}: unknown role `{role}` (roles: {})",
@@ -341,5 +357,39 @@ mod tests {
         let (t, w) = Theme::load("nope", None);
         assert_eq!(t.name, "dark");
         assert!(w[0].contains("unknown theme"));
+    }
+
+    /// Every role, every way a file can set it, after other lines: a bad value names
+    /// the line that sets it, and a role outside `[styles]` says where roles go.
+    #[test]
+    fn errors_name_the_line_of_the_role_however_it_is_written() {
+        let pad = "# my theme\nname = \"risky dim text\"\nparent = \"dark\"\n\n";
+        for (i, role) in ROLES.iter().enumerate() {
+            let other = ROLES[(i + 1) % ROLES.len()];
+            let before = format!("{pad}[styles]\n{other} = {{ fg = \"red\", dim = true }}\n");
+            let at = before.lines().count() + 1;
+            let shapes = [
+                format!("{before}{role} = \"#ff00zz\"\n"),
+                format!("{before}\"{role}\" = \"indexed:300\"\n"),
+                format!("{before}{role} = {{ fg = \"sparkly\" }}\n"),
+                format!("{before}\n[styles.{role}]\nfg = \"#12\"\n"),
+            ];
+            for (k, text) in shapes.iter().enumerate() {
+                let want = if k == 3 { at + 1 } else { at };
+                let e = load_user(text, "t.toml", "t").unwrap_err().to_string();
+                assert!(
+                    e.starts_with(&format!("t.toml:{want}: `{role}`")),
+                    "shape {k}: {e}\n{text}"
+                );
+            }
+            let top = format!("{pad}{role} = \"red\"\n");
+            let e = load_user(&top, "t.toml", "t").unwrap_err().to_string();
+            let want = pad.lines().count() + 1;
+            assert!(
+                e.starts_with(&format!("t.toml:{want}: `{role}` is a role"))
+                    && e.contains("[styles]"),
+                "{e}"
+            );
+        }
     }
 }

@@ -12,7 +12,7 @@ use crate::engine::{DecodeOptions, EngineCommand, EngineHandle, Submit, Timed};
 use crate::model::TextTokenizer;
 use crate::trace::{Recorder, SessionEvent, TokenTexts, TraceEvent, TraceHeader};
 use crate::tui::config::recordings_dir;
-use crate::tui::state::{update, Effect, Level, Msg, State, LIVE_PACES_MS};
+use crate::tui::state::{pace_label, update, Effect, Level, Msg, State, LIVE_PACES_MS};
 
 /// A live session's engine and everything needed to start requests.
 pub struct Live {
@@ -240,7 +240,7 @@ impl LiveRun {
                         if ms == 0 {
                             "full speed".to_string()
                         } else {
-                            format!("slow motion: {ms} ms between rounds")
+                            format!("slow motion: {} between rounds", pace_label(ms))
                         },
                         Level::Info,
                     );

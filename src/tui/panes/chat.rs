@@ -186,9 +186,17 @@ fn blocks(text: &str, width: usize, t: &Theme) -> Vec<Line<'static>> {
     let mut out = Vec::new();
     let mut in_code = false;
     for line in text.split('\n') {
-        if line.trim_start().starts_with("```") {
+        if let Some(lang) = line.trim_start().strip_prefix("```") {
+            // The fence as a rule: the language where one is named (the raw text is
+            // what Ctrl+Y copies).
             in_code = !in_code;
-            out.push(Line::styled(line.to_string(), t.dim));
+            let lang = lang.trim();
+            let rule = if in_code && !lang.is_empty() {
+                format!("┄┄ {lang}")
+            } else {
+                "┄┄".to_string()
+            };
+            out.push(Line::styled(rule, t.dim));
             continue;
         }
         if in_code {
@@ -242,9 +250,24 @@ fn blocks(text: &str, width: usize, t: &Theme) -> Vec<Line<'static>> {
             continue;
         }
         let indent = list_marker(line).unwrap_or(0);
-        out.extend(wrap_indented(&[(line.to_string(), t.text)], width, indent));
+        out.extend(wrap_indented(&inline_code(line, t), width, indent));
     }
     out
+}
+
+/// A line of prose with its `inline code` in the code style, the backticks dropped;
+/// a line with an unpaired backtick (an answer still streaming) stays as written.
+fn inline_code(line: &str, t: &Theme) -> Vec<(String, Style)> {
+    let parts: Vec<&str> = line.split('`').collect();
+    if parts.len() % 2 == 0 || parts.len() == 1 {
+        return vec![(line.to_string(), t.text)];
+    }
+    parts
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| !p.is_empty())
+        .map(|(i, p)| (p.to_string(), if i % 2 == 1 { t.code } else { t.text }))
+        .collect()
 }
 
 /// One turn's wrapped lines at `width` columns: header, text, a blank line.
@@ -489,7 +512,7 @@ mod tests {
         let lines = blocks("```\n  abcdef gh\n```", 10, &t);
         // Two columns of the pane's own indent, two of the line's: a break on the
         // space before "gh" starts the next row at "gh", under "abcdef".
-        assert_eq!(texts(&lines), ["```", "    abcdef", "    gh", "```"]);
+        assert_eq!(texts(&lines), ["┄┄", "    abcdef", "    gh", "┄┄"]);
     }
 
     #[test]
@@ -500,14 +523,14 @@ mod tests {
         assert_eq!(
             texts(&lines),
             [
-                "```",
+                "┄┄",
                 "      \"\"\"Return the elements",
                 "      of numbers in reverse",
                 "      order.\"\"\"",
                 "      x =",
                 "      averyveryverylongidentif",
                 "      ier",
-                "```"
+                "┄┄"
             ]
         );
         assert!(texts(&lines).iter().all(|l| l.chars().count() <= 30));
@@ -577,5 +600,61 @@ mod tests {
                 format!("{}beta gamma", " ".repeat(10))
             ]
         );
+    }
+
+    /// Answers with inline code and fenced blocks in any language, at any width: no
+    /// backtick shows, every code word is in the code style, the language is named,
+    /// and prose words stay whole.
+    #[test]
+    fn inline_code_and_fences_show_as_styles_not_backticks() {
+        let t = Theme::dark();
+        let names = ["mean", "values", "x", "sum_of_list", "len(xs)", "return"];
+        let prose = ["The", "function", "takes", "a", "list", "called", "and"];
+        let mut seed = 3u64;
+        let mut next = |n: usize| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as usize % n
+        };
+        for _ in 0..200 {
+            let mut words = Vec::new();
+            let mut code_words = Vec::new();
+            for _ in 0..1 + next(12) {
+                if next(3) == 0 {
+                    let c = names[next(names.len())];
+                    code_words.push(c);
+                    words.push(format!("`{c}`"));
+                } else {
+                    words.push(prose[next(prose.len())].to_string());
+                }
+            }
+            let lang = ["python", "rust", ""][next(3)];
+            let text = format!("{}\n```{lang}\nx = 1\n```", words.join(" "));
+            let width = 12 + next(50);
+            let lines = blocks(&text, width, &t);
+            let all = texts(&lines).join("\n");
+            assert!(!all.contains('`'), "{width}: {all}");
+            if !lang.is_empty() {
+                assert!(all.contains(&format!("┄┄ {lang}")), "{all}");
+            }
+            let spans: Vec<_> = lines.iter().flat_map(|l| l.spans.clone()).collect();
+            for c in &code_words {
+                assert!(
+                    spans
+                        .iter()
+                        .any(|s| s.content.trim() == *c && s.style == t.code),
+                    "{c} not in the code style at {width}: {spans:?}"
+                );
+            }
+            for w in all.split_whitespace() {
+                assert!(
+                    prose.contains(&w)
+                        || names.contains(&w)
+                        || ["┄┄", lang, "x", "=", "1"].contains(&w),
+                    "a cut word {w:?} at {width}: {all}"
+                );
+            }
+        }
     }
 }

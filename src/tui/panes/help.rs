@@ -70,9 +70,10 @@ fn keys_page(
     let key_w = 16.min(col_w / 3);
     let cell = |r: &(String, crate::tui::action::Action, &'static str)| {
         let keys = format!("{:<key_w$} ", cut(&r.0, key_w));
+        let what = r.1.replay_help().filter(|_| replay).unwrap_or(r.2);
         let help = format!(
             "{:<w$}",
-            cut(r.2, col_w.saturating_sub(key_w + 2)),
+            cut(what, col_w.saturating_sub(key_w + 2)),
             w = col_w.saturating_sub(key_w + 2)
         );
         vec![
@@ -87,15 +88,14 @@ fn keys_page(
         rows.len()
     };
     // The note first: the list below it may scroll.
-    let mut lines = wrap_indented(
-        &[(
-            // The path wraps whole.
-            format!("Printable keys act only while the input is empty. Rebind in <config{NBSP}dir>/keymap.toml."),
-            t.dim,
-        )],
-        width,
-        0,
-    );
+    let note = if replay {
+        // Only the keys that act in a replay are listed.
+        format!("A replay is read-only: these keys play, walk and inspect it. Rebind in <config{NBSP}dir>/keymap.toml.")
+    } else {
+        // The path wraps whole.
+        format!("Printable keys act only while the input is empty. Rebind in <config{NBSP}dir>/keymap.toml.")
+    };
+    let mut lines = wrap_indented(&[(note, t.dim)], width, 0);
     for i in 0..n {
         let mut spans = cell(&rows[i]);
         if two {

@@ -23,20 +23,23 @@ pub fn speed_line(s: &State, width: usize) -> Option<(String, bool)> {
     let c = s.stats.speed.comparison()?;
     let r = c.ratio;
     let how = how_measured(c.ar_measured);
+    // Every form says whether the AR side was measured or priced: a priced ratio read
+    // as a measured one would claim a measurement nobody made.
+    let short = if c.ar_measured { "measured" } else { "priced" };
     // The longest form that fits: the sentence, then shorter ones.
     let forms = if pays {
         [
             long,
             format!("drafting {r:.2}× AR steps on this machine ({how}): pays"),
-            format!("drafting {r:.2}× AR steps here: speculation pays"),
-            format!("drafting {r:.2}× AR steps here"),
+            format!("drafting {r:.2}× AR steps ({short}): pays"),
+            format!("drafting {r:.2}× {short} AR"),
         ]
     } else {
         [
             long,
             format!("drafting {r:.2}× AR steps on this machine ({how}) · F1: why"),
-            format!("drafting {r:.2}× AR steps here (F1: why)"),
-            format!("drafting {r:.2}× AR steps"),
+            format!("drafting {r:.2}× {short} AR steps (F1: why)"),
+            format!("drafting {r:.2}× {short} AR"),
         ]
     };
     let last = forms[3].clone();
@@ -241,7 +244,7 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme) {
         .part(
             measured([
                 format!("· TPF {tpf:.2} (session) "),
-                format!("· TPF {tpf:.2} "),
+                String::new(),
                 String::new(),
             ]),
             t.title,
@@ -401,9 +404,16 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme) {
             t.text,
         ),
     ]);
-    let means = format!(" ({WINDOW}-round means)");
-    if rate.width() + means.width() <= usize::from(inner.width) {
-        rate.push_span(Span::styled(means, t.dim));
+    // Said in every form that fits: the status line's TPF is the session's.
+    let means = [
+        format!(" ({WINDOW}-round means)"),
+        format!(" (last {WINDOW})"),
+    ];
+    if let Some(m) = means
+        .into_iter()
+        .find(|m| rate.width() + m.width() <= usize::from(inner.width))
+    {
+        rate.push_span(Span::styled(m, t.dim));
     }
     lines.push(rate);
     for (fam, fs) in &sm.families {

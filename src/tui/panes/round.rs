@@ -270,10 +270,13 @@ fn quoted(text: &str) -> String {
     format!("'{}'", visible_token(text, 14))
 }
 
-fn branch_lines(r: &RoundView, s: &State, t: &Theme, width: usize) -> Vec<Line<'static>> {
-    let mut out = Vec::new();
+fn branch_lines(r: &RoundView, s: &State, t: &Theme, width: usize) -> Vec<Group> {
+    // Why rows ride or were dropped first: it explains the rows under it, and a short
+    // pane keeps it.
+    let mut out: Vec<Group> = vec![rows_lines(r, t, width)];
+    out.retain(|g| !g.is_empty());
     if let Some(k) = r.reused {
-        out.extend(wrap(
+        out.push(wrap(
             &[(
                 format!("block reused from branch {k} (no draft forward this round)"),
                 t.reused,
@@ -342,7 +345,7 @@ fn branch_lines(r: &RoundView, s: &State, t: &Theme, width: usize) -> Vec<Line<'
             preview.push_str(&tok);
             preview.push(' ');
         }
-        out.extend(wrap(
+        out.push(wrap(
             &[
                 (head, style),
                 (format!("[{}] ", preview.trim_end()), t.text),
@@ -351,7 +354,6 @@ fn branch_lines(r: &RoundView, s: &State, t: &Theme, width: usize) -> Vec<Line<'
             width,
         ));
     }
-    out.extend(rows_lines(r, t, width));
     // Rows the policy decided on (kept or dropped) are explained by the lines above.
     let decided = r.rows.is_some_and(|d| d.kept.rows + d.dropped.rows > 0);
     if r.branches.is_empty() && r.block.len() > 1 && !decided {
@@ -365,7 +367,7 @@ fn branch_lines(r: &RoundView, s: &State, t: &Theme, width: usize) -> Vec<Line<'
             }
             _ => "no branch rows this round",
         };
-        out.extend(wrap(&[(why.to_string(), t.dim)], width));
+        out.push(wrap(&[(why.to_string(), t.dim)], width));
     }
     out
 }
@@ -736,17 +738,57 @@ fn diffusion_inspector(
 
 /// The lines that must show, how many of their last are the verdict, and the optional
 /// sections in order (each with whether it may show in part).
-type Sections = (Vec<Line<'static>>, usize, Vec<(Vec<Line<'static>>, bool)>);
+/// Appends the optional sections while they fit in `h` lines. The first that does not
+/// fit shows its whole groups that do (if cuttable), then a line saying the rest is cut;
+/// a group (a branch row wrapped over two lines) is never cut in the middle.
+fn fit_optional(
+    lines: &mut Vec<Line<'static>>,
+    optional: Vec<(Vec<Group>, bool)>,
+    h: usize,
+    t: &Theme,
+) {
+    for (sec, cuttable) in optional {
+        let n: usize = sec.iter().map(Vec::len).sum();
+        if lines.len() + n <= h {
+            lines.extend(sec.into_iter().flatten());
+        } else if cuttable && lines.len() + 1 < h {
+            let mut room = h - lines.len() - 1;
+            for g in sec {
+                if g.len() > room {
+                    break;
+                }
+                room -= g.len();
+                lines.extend(g);
+            }
+            lines.push(Line::styled("… (a larger pane shows the rest)", t.dim));
+            break;
+        }
+    }
+}
+
+/// Lines that show whole or not at all (a branch row wrapped over two lines).
+type Group = Vec<Line<'static>>;
+
+/// (what must show, how many of its last lines are the verdict, optional sections as
+/// groups with whether their first groups alone are worth showing).
+type Sections = (Vec<Line<'static>>, usize, Vec<(Vec<Group>, bool)>);
+
+/// Each line its own group.
+fn lines_as_groups(lines: Vec<Line<'static>>) -> Vec<Group> {
+    lines.into_iter().map(|l| vec![l]).collect()
+}
 
 /// Sections of the round pane, most important first: what must show (the decision,
 /// the draft, the verdict) and what shows as room allows.
 fn sections(r: &RoundView, s: &State, t: &Theme, width: usize) -> Sections {
     if let Some(d) = &r.diffusion {
         let (lines, outcome) = diffusion_lines(r, d, s, t, width);
-        let inspected = s
-            .rounds
-            .selected
-            .map(|p| (diffusion_inspector(d, s, t, p, width), true));
+        let inspected = s.rounds.selected.map(|p| {
+            (
+                lines_as_groups(diffusion_inspector(d, s, t, p, width)),
+                true,
+            )
+        });
         return (lines, outcome, inspected.into_iter().collect());
     }
     let (head, candidates) = decision_lines(r, t, width);
@@ -777,10 +819,10 @@ fn sections(r: &RoundView, s: &State, t: &Theme, width: usize) -> Sections {
     let mut optional = Vec::new();
     if let Some(p) = s.rounds.selected {
         let p = p.min(r.block.len().saturating_sub(1));
-        optional.push((inspector(r, s, t, p, width), true));
+        optional.push((lines_as_groups(inspector(r, s, t, p, width)), true));
     }
     optional.push((branch_lines(r, s, t, width), true));
-    optional.push((candidates, false));
+    optional.push((vec![candidates], false));
     (must, verdict, optional)
 }
 
@@ -822,14 +864,17 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme, keys: &Keymap) {
         t.title,
     );
     if rounds.view.is_some() {
+        // The round number before is the request's; this count is the session's rounds
+        // (every request's), so it says so in every form.
         let (at, of) = (idx + 1, rounds.list.len());
         title = title.part(
             [
                 format!(
-                    "[{at}/{of} past · {} forward] ",
+                    "[past: {at} of {of} session rounds · {} forward] ",
                     keys.hint(Action::RoundNext)
                 ),
-                format!("[{at}/{of} past] "),
+                format!("[past: {at} of {of} session rounds] "),
+                format!("[session {at}/{of}] "),
             ],
             t.warning,
         );
@@ -862,16 +907,6 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme, keys: &Keymap) {
         lines.push(Line::styled("… (larger pane shows the whole block)", t.dim));
         lines.extend(tail);
     }
-    for (sec, cuttable) in optional {
-        if lines.len() + sec.len() <= h {
-            lines.extend(sec);
-        } else if cuttable && lines.len() + 1 < h {
-            // What shows of it, and a line saying the rest is cut.
-            let room = h - lines.len() - 1;
-            lines.extend(sec.into_iter().take(room));
-            lines.push(Line::styled("… (a larger pane shows the rest)", t.dim));
-            break;
-        }
-    }
+    fit_optional(&mut lines, optional, h, t);
     f.render_widget(Paragraph::new(lines).block(pane(title, t)), area);
 }

@@ -13,7 +13,7 @@ use unicode_width::UnicodeWidthStr;
 use super::Fit;
 use crate::tui::action::Action;
 use crate::tui::keymap::Keymap;
-use crate::tui::state::{Level, State};
+use crate::tui::state::{pace_label, Level, State};
 use crate::tui::theme::Theme;
 
 const SEP: &str = " │ ";
@@ -82,22 +82,118 @@ fn short_model_name(model: &str) -> String {
 
 pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme, keys: &Keymap) {
     let width = usize::from(area.width);
-    // Markers with their keys where the line is wide, bare where it is not, and
-    // compact where a notice would not be read beside the bare ones.
+    // Markers with their keys where the line is wide, bare where it is not.
     let wide = markers(s, t, keys, Detail::Keys);
     // The keys only where every left field (model, mode, TPF …) fits beside them.
     let right = if markers_width(&wide) + 90 <= width {
         wide
     } else {
-        let bare = markers(s, t, keys, Detail::Bare);
-        let notice = s.status.notice.as_ref().map_or(0, |n| n.text.width());
-        if notice > 0 && notice_room(s, keys, markers_width(&bare), width) < notice {
-            markers(s, t, keys, Detail::Compact)
-        } else {
-            bare
-        }
+        markers(s, t, keys, Detail::Bare)
     };
     draw_with(f, area, s, t, keys, right);
+}
+
+/// Whether the notice (if any) shows whole in the status line beside the name, the
+/// mode, the activity, the device and the markers; else it takes the row above
+/// ([`draw_notice_row`]) and the status line keeps its fields.
+pub fn notice_inline(s: &State, t: &Theme, keys: &Keymap, width: usize) -> bool {
+    let Some(n) = &s.status.notice else {
+        return true;
+    };
+    let wide = markers(s, t, keys, Detail::Keys);
+    let markers_w = if markers_width(&wide) + 90 <= width {
+        markers_width(&wide)
+    } else {
+        markers_width(&markers(s, t, keys, Detail::Bare))
+    };
+    n.text.width() <= notice_room(s, keys, markers_w, width)
+}
+
+/// A notice too long for the status line, on the row above it (over the panes' lower
+/// borders, for the few seconds it shows): whole where the row holds it, else cut
+/// between words with the help's messages page named for the rest.
+pub fn draw_notice_row(f: &mut Frame, area: Rect, s: &State, t: &Theme, keys: &Keymap) {
+    let Some(n) = &s.status.notice else { return };
+    let width = usize::from(area.width);
+    let more = format!(" ({}: messages page)", keys.hint(Action::Help));
+    let text = cut_words(&n.text, width.saturating_sub(2), &more);
+    let style = notice_style(n.level, t);
+    let pad = width.saturating_sub(text.width() + 1);
+    let line = Line::from(vec![
+        Span::styled(" ", t.status),
+        Span::styled(text, style),
+        Span::styled(" ".repeat(pad), t.status),
+    ]);
+    f.render_widget(Paragraph::new(line).style(t.status), area);
+}
+
+fn notice_style(level: Level, t: &Theme) -> Style {
+    match level {
+        Level::Info => t.status_key,
+        Level::Warning => t.warning.patch(t.status),
+        Level::Error => t.error.patch(t.status),
+    }
+}
+
+/// `text` in `max` columns, cut only between words: its words while they fit (a path
+/// by its file name, `…/name`), then `…` and its last word, then `more` (where the
+/// whole text is). A word longer than the room is the only thing ever cut inside.
+pub fn cut_words(text: &str, max: usize, more: &str) -> String {
+    if text.width() <= max {
+        return text.to_string();
+    }
+    let words: Vec<&str> = text.split(' ').collect();
+    let short = |w: &str| match w.rsplit_once('/') {
+        Some((_, name)) if !name.is_empty() => Some(format!("…/{name}")),
+        _ => None,
+    };
+    // The first words that fit in `budget`, paths by their file names.
+    let head = |budget: usize| -> (String, usize) {
+        let mut out = String::new();
+        let mut n = 0;
+        for w in &words {
+            let sep = usize::from(!out.is_empty());
+            let form = short(w).unwrap_or_else(|| w.to_string());
+            if out.width() + sep + form.width() > budget {
+                break;
+            }
+            if sep == 1 {
+                out.push(' ');
+            }
+            out.push_str(&form);
+            n += 1;
+        }
+        (out, n)
+    };
+    let room = max.saturating_sub(more.width());
+    let (all, n) = head(room);
+    if n == words.len() {
+        return format!("{all}{more}");
+    }
+    let last = words[words.len() - 1];
+    let last = short(last).unwrap_or_else(|| last.to_string());
+    let tail = if last.width() + 14 <= room {
+        format!(" … {last}")
+    } else {
+        " …".to_string()
+    };
+    let budget = room.saturating_sub(tail.width());
+    let (mut first, n) = head(budget);
+    if first.is_empty() {
+        first = cut_middle(words[0], budget);
+    }
+    // Every word but the last shown: nothing is left out between them.
+    let tail = if n + 1 == words.len() {
+        tail.replacen(" … ", " ", 1)
+    } else {
+        tail
+    };
+    let out = format!("{first}{tail}{more}");
+    if out.width() <= max {
+        out
+    } else {
+        cut_middle(&out, max)
+    }
 }
 
 /// How much the markers say.
@@ -106,8 +202,6 @@ enum Detail {
     /// With the keys that change them.
     Keys,
     Bare,
-    /// The replay's position alone (no pace, no "event").
-    Compact,
 }
 
 /// The state markers: replay position, pause, slow motion, recording.
@@ -117,15 +211,12 @@ fn markers(s: &State, t: &Theme, keys: &Keymap, detail: Detail) -> Vec<(String, 
     let mut right: Vec<(String, Style)> = Vec::new();
     if let Some(r) = &st.replay {
         let mark = if r.playing { "▶" } else { "⏸" };
-        let text = match detail {
-            Detail::Compact => format!("{mark} replay {}/{}", r.pos, r.len),
-            _ => format!(
-                "{mark} replay event {}/{} · {}",
-                r.pos,
-                r.len,
-                r.pace.label()
-            ),
-        };
+        let text = format!(
+            "{mark} replay event {}/{} · {}",
+            r.pos,
+            r.len,
+            r.pace.label()
+        );
         right.push((text, t.status_key));
     } else {
         if st.paused {
@@ -139,9 +230,13 @@ fn markers(s: &State, t: &Theme, keys: &Keymap, detail: Detail) -> Vec<(String, 
         let ms = st.live_pace_ms();
         if ms > 0 {
             let text = if with_keys {
-                format!("slow {ms}ms · {} faster", keys.hint(Action::Faster))
+                format!(
+                    "slow {} · {} faster",
+                    pace_label(ms),
+                    keys.hint(Action::Faster)
+                )
             } else {
-                format!("slow {ms}ms")
+                format!("slow {}", pace_label(ms))
             };
             right.push((text, t.status_key));
         }
@@ -163,10 +258,23 @@ fn help_label(keys: &Keymap) -> String {
 }
 
 /// What the line has for the notice: the width less the markers (`markers_w`), the
-/// help key and the name and activity kept on the left.
+/// help key and what is kept on the left: the name, the mode's word, the activity,
+/// the model's name and the device.
 fn notice_room(s: &State, keys: &Keymap, markers_w: usize, width: usize) -> usize {
     let help = help_label(keys).width() + SEP.width();
-    let keep = APP.width() + SEP.width() + activity(s).width() + 1;
+    let label = s.session.label();
+    let mode = label.split(' ').next().unwrap_or_default();
+    let keep = [
+        APP.to_string(),
+        mode.to_string(),
+        activity(s),
+        short_model_name(&s.session.model),
+        s.session.device.clone(),
+    ]
+    .iter()
+    .map(|x| x.width() + SEP.width())
+    .sum::<usize>()
+        + 1;
     width.saturating_sub(markers_w + help + SEP.width() + keep)
 }
 
@@ -190,20 +298,14 @@ fn draw_with(
     let width = usize::from(area.width);
     let sm = &s.stats.current;
     let st = &s.status;
-    // The notice in what is left beside the name and the activity (paused, one must
-    // still see whether it is answering); cut in the middle, it is on the help's
-    // messages page in full.
-    let notice_room = notice_room(s, keys, markers_width(&right), width);
+    // The notice where it shows whole beside the fields that say what is running;
+    // a longer one goes on the row above (`draw_notice_row`).
+    let inline = notice_inline(s, t, keys, width);
     // The help key is a marker too: it stays whatever the notice.
     right.push((help_label(keys), t.status));
     let activity = activity(s);
-    if let Some(n) = &st.notice {
-        let style = match n.level {
-            Level::Info => t.status_key,
-            Level::Warning => t.warning.patch(t.status),
-            Level::Error => t.error.patch(t.status),
-        };
-        right.insert(right.len() - 1, (cut_middle(&n.text, notice_room), style));
+    if let Some(n) = st.notice.as_ref().filter(|_| inline) {
+        right.insert(right.len() - 1, (n.text.clone(), notice_style(n.level, t)));
     }
     let right_w: usize =
         right.iter().map(|(x, _)| x.width()).sum::<usize>() + SEP.width() * right.len();
@@ -244,16 +346,16 @@ fn draw_with(
     if sm.tally.rounds > 0 {
         left = left
             .ranked(
-                [
-                    format!("TPF {:.2} (session)", sm.tpf()),
-                    format!("TPF {:.2}", sm.tpf()),
-                    String::new(),
-                ],
+                // Labelled in every form: the history pane's rates are 8-round means.
+                [format!("TPF {:.2} (session)", sm.tpf()), String::new()],
                 t.status,
                 5,
             )
             .ranked(
-                [format!("{:.0} tok/s", sm.tokens_per_sec()), String::new()],
+                [
+                    format!("{:.0} tok/s (session)", sm.tokens_per_sec()),
+                    String::new(),
+                ],
                 t.status,
                 6,
             );

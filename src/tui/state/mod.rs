@@ -16,8 +16,8 @@ pub use chat::{messages_of, Chat, Role, Turn, TurnStatus};
 pub use rounds::{DiffusionView, RoundView, Rounds, VerdictView, MAX_ROUNDS};
 pub use stats::{Comparison, Rate, Sample, SpeedMeter, Stats};
 pub use status::{
-    Level, Notice, ReplayPace, ReplayStatus, Status, Topic, DEFAULT_LIVE_PACE, DEFAULT_REPLAY_PACE,
-    LIVE_PACES_MS, REPLAY_PACES,
+    pace_label, Level, Notice, ReplayPace, ReplayStatus, Status, Topic, DEFAULT_LIVE_PACE,
+    DEFAULT_REPLAY_PACE, LIVE_PACES_MS, REPLAY_PACES,
 };
 
 use crate::engine::events::{DecodeEvent, Origin, RequestId, StopReason};

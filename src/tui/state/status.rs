@@ -2,9 +2,20 @@
 //! every warning in full, for the help page).
 
 /// Pauses between live rounds, in milliseconds: full speed, then slow motion.
-pub const LIVE_PACES_MS: &[u64] = &[0, 100, 300, 1000];
-/// The chat's pace when it opens: slow enough to follow a round with the eye.
-pub const DEFAULT_LIVE_PACE: usize = 2;
+pub const LIVE_PACES_MS: &[u64] = &[0, 100, 300, 1000, 2000];
+/// The chat's pace when it opens, 1 s a round: a newcomer can read a round's verdict
+/// and its branch rows before the next round replaces them (at 300 ms they could
+/// not). Alt+= speeds up.
+pub const DEFAULT_LIVE_PACE: usize = 3;
+
+/// A live pace as the status line says it: `300ms`, `1s`.
+pub fn pace_label(ms: u64) -> String {
+    if ms >= 1000 && ms % 1000 == 0 {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{ms}ms")
+    }
+}
 
 /// How fast a replay plays.
 #[derive(Debug, Clone, Copy, PartialEq)]
