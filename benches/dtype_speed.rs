@@ -3,6 +3,7 @@
 //! interleaved so the machine's drift hits both alike; prints ms and the ratio.
 //!
 //! `cargo bench --bench dtype_speed [-- MODEL_DIR]` (default: the bundled model)
+#![allow(clippy::unwrap_used)] // a measuring tool run by hand: a panic is its error
 
 use std::time::Instant;
 

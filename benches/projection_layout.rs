@@ -3,6 +3,7 @@
 //! machine's drift hits both alike, at the bundled model's projection shapes.
 //!
 //! `cargo bench --bench projection_layout`
+#![allow(clippy::unwrap_used)] // a measuring tool run by hand: a panic is its error
 
 use std::time::Instant;
 

@@ -7,6 +7,7 @@
 //! weights' bytes in memory, the process's resident memory before loading, its peak
 //! during loading (VmHWM) and the peak's growth over the weights. Linux only (reads
 //! /proc/self/status).
+#![allow(clippy::unwrap_used)] // a measuring tool run by hand: a panic is its error
 
 use std::process::Command;
 use std::time::Instant;

@@ -84,6 +84,9 @@ fn main() -> ExitCode {
     quiet_on_closed_pipes();
     specscope::settle_thread_count();
     let cli = Cli::parse();
+    if let Some(note) = cli::embedded::ensure_assets() {
+        eprintln!("specscope: {note}");
+    }
     let command = cli
         .command
         .unwrap_or_else(|| Command::Chat(Box::new(cli.chat)));

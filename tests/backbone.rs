@@ -1,4 +1,5 @@
 //! The tri-mode backbone against an independent implementation and its invariants.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)] // test code: a panic is the failure, a scenario reads top to bottom
 
 mod common;
 

@@ -1,4 +1,5 @@
 //! The binary as a user runs it: generation, inspection and every kind of bad input.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)] // test code: a panic is the failure, a scenario reads top to bottom
 
 mod common;
 

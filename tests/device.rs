@@ -3,6 +3,7 @@
 //! were skipped; `scripts/gpu-check.sh` runs them with `SPECSCOPE_TEST_DEVICE=cuda`.
 //! The host-transfer test also runs on the CPU through the tensor-op path, which is
 //! what a GPU falls back to.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)] // test code: a panic is the failure, a scenario reads top to bottom
 
 mod common;
 

@@ -1,5 +1,6 @@
 //! Engine behaviour beyond losslessness: counting, TPF, bucketing, the engine thread
 //! (cancel, resubmit) and bad input.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)] // test code: a panic is the failure, a scenario reads top to bottom
 
 mod common;
 
@@ -344,9 +345,10 @@ fn survival_rounds_cover_every_block_size() {
     );
 }
 
-/// The throughput preset runs its whole policy whether or not the cost model learns:
-/// packed rounds try AR steps (the measured regime) and sizes the joint rule did not
-/// pick; learning only changes the prices. Either way the tokens are AR's.
+/// The throughput preset runs its whole policy where the cost model learns: packed
+/// rounds try AR steps (the measured regime) and sizes the joint rule did not pick;
+/// under fixed prices neither trials nor exploration run (they would measure
+/// nothing). Either way the tokens are AR's.
 #[test]
 fn the_throughput_policy_runs_every_rule_and_stays_lossless() {
     let (model, prompts) = fixture_prompts(8);
@@ -381,9 +383,12 @@ fn the_throughput_policy_runs_every_rule_and_stays_lossless() {
             *seen.entry(*r).or_insert(0) += 1;
         }
         assert!(seen.contains_key(&Rule::Round), "{seen:?}");
-        assert!(
+        // The measured regime (drafting against AR steps, by trials) only where the
+        // costs are this machine's; under fixed prices the joint choice weighs AR steps.
+        assert_eq!(
             seen.contains_key(&Rule::ArRegime) || seen.contains_key(&Rule::ArTrial),
-            "AR steps never tried: {seen:?}"
+            learn,
+            "AR regime with learning {learn}: {seen:?}"
         );
         // Exploring measures costs: only where they are learned.
         assert_eq!(

@@ -1,6 +1,7 @@
 //! The core invariant: at temperature 0 every decoding mode emits exactly AR greedy's
 //! tokens, alone or with many requests at once. Run on a trained checkpoint whose drafts
 //! are often accepted and whose branches sometimes hit, so every path is exercised.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)] // test code: a panic is the failure, a scenario reads top to bottom
 
 mod common;
 

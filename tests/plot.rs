@@ -1,6 +1,7 @@
 //! `specscope plot`: every figure from a small bench JSON, a recording and a profile
 //! made by the binary on the toy checkpoint; each SVG parsed and checked for its
 //! series, labels and source caption (no golden pixels). Bad inputs fail naming them.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)] // test code: a panic is the failure, a scenario reads top to bottom
 
 mod common;
 

@@ -1,4 +1,5 @@
 //! Training: the objective on a toy config, and the bundled model it produced.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)] // test code: a panic is the failure, a scenario reads top to bottom
 
 mod common;
 

@@ -113,6 +113,7 @@ pub struct BenchConfig {
 /// `tables` (named with the table when it is not the default), and block diffusion
 /// over the block sizes and its `thresholds`. `base` gives what every configuration
 /// shares (token budget, risk threshold, sampling).
+#[allow(clippy::too_many_lines)] // the table of bench configurations, one arm per name
 pub fn configs(
     kinds: &[Config],
     blocks: &[usize],

@@ -255,7 +255,8 @@ pub fn chat(args: ChatArgs) -> Result<ExitCode> {
     let (handle, events) = EngineHandle::spawn(sched);
     let mut state = State::new(&loaded.files.label, device, options)
         .with_intro(about, examples)
-        .with_prices(&pricing.label);
+        .with_prices(&pricing.label)
+        .with_keys(&ui.keymap);
     state.session.context_turns = args.context_turns.or(bundled(&loaded).then_some(0));
     state.status.pace = args
         .pace
@@ -310,7 +311,8 @@ pub fn replay(args: ReplayArgs) -> Result<ExitCode> {
         &format!("{} (replay)", h.model),
         &h.device,
         h.options.clone(),
-    );
+    )
+    .with_keys(&ui.keymap);
     let mut player = Player::new(trace, args.file.display().to_string());
     player.playing = !args.paused;
     let mut fs = FullScreen::open()?;

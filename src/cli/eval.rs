@@ -33,6 +33,7 @@ pub struct EvalArgs {
 /// moves it).
 pub const EVAL_FORMAT_VERSION: u32 = 1;
 
+#[allow(clippy::too_many_lines)] // the eval report's sections in print order
 pub fn run(a: EvalArgs) -> Result<()> {
     let families = ["math", "code", "qa", "first"];
     let records = a.prompts.records_or(&families)?;

@@ -23,6 +23,7 @@ pub mod bench;
 pub mod chat;
 pub mod check;
 pub mod decode;
+pub mod embedded;
 pub mod eval;
 pub mod inspect;
 pub mod plot;

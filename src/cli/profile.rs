@@ -78,6 +78,7 @@ const UNTIMED_FORWARDS: usize = 3;
 /// Forwards of a point in one timed sample.
 const TIMED_FORWARDS: usize = 3;
 
+#[allow(clippy::too_many_lines)] // the profile's grid and its report; to be cut into steps
 pub fn run(args: ProfileArgs) -> Result<()> {
     ensure!(args.repeats > 0, "--repeats must be at least 1");
     let bundled = model::source::bundled_dir().join("config.json").is_file();

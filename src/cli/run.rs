@@ -44,6 +44,7 @@ impl<W: Write> EventSink for StreamSink<W> {
     }
 }
 
+#[allow(clippy::too_many_lines)] // one request and its text and JSON reports
 pub fn run(args: RunArgs) -> Result<()> {
     let options = args.decode.options()?;
     let pricing = args.decode.cost.pricing()?;

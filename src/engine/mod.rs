@@ -15,7 +15,9 @@ pub mod overlap;
 pub mod policy;
 pub mod round;
 pub mod scheduler;
-pub mod signals;
+/// The logits' per-position statistics, computed in the model layer (host, device and
+/// kernel paths together) and read by every rule here.
+pub use crate::model::signals;
 pub mod survival;
 pub mod worker;
 

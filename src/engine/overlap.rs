@@ -17,7 +17,8 @@ pub enum RowTable {
     /// Up to two corrections (P1, P2) and always the continuation.
     TwoPlusNew,
     /// ≤ 2 crossings as two_plus_new; ≥ 3: P1's 2nd and 3rd candidates and P2's 2nd.
-    /// The default: the most draft forwards saved on the bundled model (docs/results.md).
+    /// The default: the most draft forwards saved on the bundled model among the
+    /// reference's tables (docs/results.md, the row ablation).
     #[default]
     ConditionalRank,
     /// Like two_plus_new, but ≥ 3 crossings drop the continuation.

@@ -224,6 +224,7 @@ impl Config {
             .unwrap_or_default()
     }
 
+    #[allow(clippy::too_many_lines)] // one check per config field, each naming its field
     fn validate(&self) -> Result<()> {
         if self.model_type != MODEL_TYPE {
             bail!(

@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use anyhow::{bail, Result};
 use candle_core::Tensor;
 
-use crate::engine::signals::{raw_floats, RawStats, TOP_K};
+use crate::model::signals::{raw_floats, RawStats, TOP_K};
 
 /// Floats per row of the fused signals kernel's output: k logits, k ids, m, S, T.
 pub const SIGNALS_ROW: usize = raw_floats(TOP_K);
@@ -155,7 +155,7 @@ mod cuda {
     use candle_core::{CpuStorage, CudaStorage, DType, Device, Layout, Shape, Tensor};
 
     use super::{check_batch, decode, disagreement, KernelState, SIGNALS_ROW, STATE};
-    use crate::engine::signals::{count_bytes, device_raw_uncounted, RawStats};
+    use crate::model::signals::{count_bytes, device_raw_uncounted, RawStats};
 
     const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/signals.ptx"));
     /// Threads per block: `THREADS` in kernels/signals.cu.
@@ -258,7 +258,7 @@ mod cuda {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::signals::device_raw;
+    use crate::model::signals::device_raw;
     use candle_core::Device;
 
     /// Encodes raw statistics as the kernel writes them.

@@ -13,6 +13,7 @@ pub mod ops;
 pub mod proj;
 pub mod rope;
 pub mod rows;
+pub mod signals;
 pub mod source;
 pub mod synthetic;
 pub mod tokenizer;

@@ -25,10 +25,43 @@ pub fn assets_dir() -> PathBuf {
         // target/release/specscope → the tree's root is three levels up.
         candidates.extend(exe.ancestors().skip(1).take(3).map(|d| d.join("assets")));
     }
+    // Where an installed binary unpacks its own copy (`unpack_assets`).
+    candidates.extend(installed_assets_dir());
     candidates
         .into_iter()
         .find(|d| d.join("tiny-nld").join("config.json").is_file())
         .unwrap_or(built)
+}
+
+/// Where an installed binary keeps the assets it carries: `$SPECSCOPE_DATA_DIR/assets`,
+/// else the platform's data directory (`~/.local/share/specscope/assets` on Linux).
+pub fn installed_assets_dir() -> Option<PathBuf> {
+    if let Some(d) = std::env::var_os("SPECSCOPE_DATA_DIR") {
+        return Some(PathBuf::from(d).join("assets"));
+    }
+    directories::ProjectDirs::from("", "", "specscope").map(|d| d.data_dir().join("assets"))
+}
+
+/// Writes `files` (path under the assets directory, bytes) into `dir`, each through a
+/// temporary file and a rename, the model's config last: a run killed half-way leaves
+/// no directory that looks complete.
+pub fn unpack_assets(files: &[(&str, &[u8])], dir: &Path) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let (last, rest): (Vec<_>, Vec<_>) = files
+        .iter()
+        .partition(|(p, _)| *p == "tiny-nld/config.json");
+    for (rel, bytes) in rest.into_iter().chain(last) {
+        let path = dir.join(rel);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("cannot create {}", parent.display()))?;
+        }
+        let tmp = path.with_extension("partial");
+        std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
+        std::fs::rename(&tmp, &path)
+            .with_context(|| format!("cannot move {} into place", path.display()))?;
+    }
+    Ok(())
 }
 
 /// Directory of the bundled tiny model (made by `specscope train`).
@@ -126,7 +159,7 @@ impl ModelSource {
                 let dir = bundled_dir();
                 if !dir.join("config.json").is_file() {
                     bail!(
-                        "no --model given and the bundled model is missing at {} (it is made by `specscope train`; a binary away from its tree looks in ./assets and $SPECSCOPE_ASSETS too); pass --model DIR or --model OWNER/NAME",
+                        "no --model given and the bundled model is missing at {} (it is made by `specscope train`; a binary away from its tree looks in ./assets, $SPECSCOPE_ASSETS and the data directory, where it unpacks its own copy); pass --model DIR or --model OWNER/NAME",
                         dir.display()
                     );
                 }

@@ -253,6 +253,7 @@ pub struct Figure {
 }
 
 /// Every figure the inputs allow.
+#[allow(clippy::too_many_lines)] // the list of figures, one block per figure
 pub fn figures(inputs: &Inputs, pal: &Palette) -> Result<Vec<Figure>> {
     let mut out = Vec::new();
     let mut push = |name: &str, svg: Result<String>| -> Result<()> {

@@ -316,6 +316,7 @@ impl SummaryBuilder {
         s
     }
 
+    #[allow(clippy::too_many_lines)] // one arm per decode event kind
     pub fn push_decode(&mut self, e: &DecodeEvent) {
         let s = &mut self.done;
         match e {

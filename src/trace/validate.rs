@@ -176,6 +176,7 @@ pub fn tally(t: &Tally, lines: usize, requests: usize) -> Result<()> {
 }
 
 /// One engine event of a file of `lines` lines.
+#[allow(clippy::too_many_lines)] // one range check per event field, each naming its field
 pub fn event(e: &DecodeEvent, lines: usize) -> Result<()> {
     match e {
         DecodeEvent::RequestStarted {

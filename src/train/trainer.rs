@@ -339,6 +339,7 @@ pub struct StepReport {
 
 /// Runs (or resumes) training; returns the state at the end. `progress` hears about
 /// every step; notes (corpus size, resuming, the time budget) go to `note`.
+#[allow(clippy::too_many_lines)] // the training loop and its phases; to be cut into phases (docs/decisions.md, Long files)
 pub fn train(
     o: &TrainOptions,
     command: &str,

@@ -132,6 +132,28 @@ impl Keymap {
     }
 }
 
+/// Each action's key as the help writes it, from the active keymap: what notices name
+/// ("Esc stops it"), so a rebound key is the one they say.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyHints(BTreeMap<Action, String>);
+
+impl KeyHints {
+    pub fn of(keymap: &Keymap) -> Self {
+        Self(Action::ALL.iter().map(|&a| (a, keymap.hint(a))).collect())
+    }
+
+    /// The key of `a` ("-" where nothing is bound to it).
+    pub fn key(&self, a: Action) -> &str {
+        self.0.get(&a).map_or("-", String::as_str)
+    }
+}
+
+impl Default for KeyHints {
+    fn default() -> Self {
+        Self::of(&Keymap::builtin())
+    }
+}
+
 /// A keymap key as people write it: `ctrl-r` → `Ctrl+R`, `f5` → `F5`, `alt-minus` →
 /// `Alt+-`.
 pub fn pretty(spec: &str) -> String {

@@ -1,4 +1,5 @@
 //! Helpers shared by the integration tests: checkpoints written on the fly.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)] // test code: a panic is the failure, a scenario reads top to bottom
 #![allow(dead_code)]
 
 use std::path::Path;

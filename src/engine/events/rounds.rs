@@ -75,6 +75,7 @@ impl RoundRecord {
 }
 
 /// Every verified round in `events`, in order. Requests may interleave.
+#[allow(clippy::too_many_lines)] // the round assembler: one arm per event kind in recording order
 pub fn round_records<'a>(events: impl IntoIterator<Item = &'a DecodeEvent>) -> Vec<RoundRecord> {
     let mut family: HashMap<RequestId, String> = HashMap::new();
     let mut drafts: HashMap<RequestId, &'a DecodeEvent> = HashMap::new();

@@ -89,6 +89,12 @@ pub struct BlockPolicy {
     /// What verification said of the tables' values: per block size, previous round's
     /// stratum and signal bin, Σ tokens predicted and Σ tokens advanced.
     calib: BTreeMap<CalibKey, (f64, f64)>,
+    /// Judged rounds that measured each block size (its own or a larger block's).
+    evidence: BTreeMap<usize, usize>,
+    /// This machine's costs, fitted to the forwards' wall time, where decisions are
+    /// priced by another profile (a GPU's): what an AR step costs *here*, which the
+    /// screen weighs drafting against. `None` where `cost` learns (it is this machine's).
+    machine: Option<OnlineCost>,
 }
 
 /// A cell of the survival tables: block size, stratum, signal bin.
@@ -97,6 +103,10 @@ type CalibKey = (usize, Option<String>, Option<usize>);
 /// Tokens of evidence a cell's calibration starts with at its block size's ratio: a
 /// few rounds' worth, so one lucky round does not move it.
 const CALIB_PRIOR: f64 = 40.0;
+
+/// The share of a size's value held back before any round has measured it (less as
+/// rounds do, as 1/√(n + 1)).
+const UNMEASURED_DISCOUNT: f64 = 0.25;
 
 impl BlockPolicy {
     pub fn new(tables: SurvivalTables, cost: CostModel) -> Self {
@@ -111,6 +121,8 @@ impl BlockPolicy {
             round_forward_ms: 0.0,
             hits: HitRates::default(),
             calib: BTreeMap::new(),
+            evidence: BTreeMap::new(),
+            machine: None,
         }
     }
 
@@ -145,21 +157,54 @@ impl BlockPolicy {
 
     /// A judged round of a fresh draft of `b` (not cut by the answer's end) by a
     /// request whose history before it was `h`: it advanced `advance` tokens.
+    ///
+    /// It says what every smaller tabled size b' would have advanced from the same
+    /// state too, `min(advance, b')`: the verifier keeps the same prefix of a shorter
+    /// draft (to the approximation the survival tables themselves make). Without this
+    /// a size the rule stops picking is never measured, and where the tables
+    /// underrate it the rule never comes back to it (measured: under B200 prices at
+    /// C = 2 it kept B = 32 where B = 16 was faster). A larger size is not inferred:
+    /// a full round says nothing of what lay past its end, and imputing the tables'
+    /// tail there measured worse at every load.
     pub fn observe_advance(&mut self, b: usize, h: &History, advance: usize) {
         if b < 2 || !self.tables.covers(b) {
             return;
         }
-        let predicted = self.tables.value(b, h.signal(), h.stratum().as_deref());
-        let c = self.calib.entry(self.calib_key(b, h)).or_default();
-        c.0 += predicted;
-        c.1 += advance as f64;
+        let (signal, stratum) = (h.signal(), h.stratum());
+        for size in self.tables.blocks() {
+            if size < 2 || size > b {
+                continue;
+            }
+            let predicted = self.tables.value(size, signal, stratum.as_deref());
+            let c = self.calib.entry(self.calib_key(size, h)).or_default();
+            c.0 += predicted;
+            c.1 += advance.min(size) as f64;
+            *self.evidence.entry(size).or_default() += 1;
+        }
     }
 
-    /// V_B(s) for a member, calibrated by what verification said this run.
+    /// V_B(s) for a member, calibrated by what verification said this run, less what
+    /// is known of it beyond the best-measured drafting size:
+    /// `UNMEASURED_DISCOUNT` × (1/√(n_B + 1) − 1/√(n_max + 1)) of it, n the rounds that
+    /// measured a size this run (its own, or a larger block's). The rule picks the
+    /// sizes the tables overrate most; a size no round has measured is taken only
+    /// where the tables favour it by more than the discount (measured: at C = 64–128
+    /// under B200 prices B = 16 was picked in 7% of rounds on the tables' word and
+    /// lost 1–2% against fixed B = 8). Relative, so before any round (or where only AR
+    /// steps ran) every drafting size stands on the tables alone: an absolute
+    /// discount locked the throughput preset into AR steps at C = 128.
     fn value(&self, m: &Member, b: usize) -> f64 {
-        self.tables
+        let v = self
+            .tables
             .value(b, m.history.signal(), m.history.stratum().as_deref())
-            * self.calibration(b, m.history)
+            * self.calibration(b, m.history);
+        if b < 2 {
+            return v;
+        }
+        let unknown = |n: usize| 1.0 / (n as f64 + 1.0).sqrt();
+        let most = self.evidence.values().copied().max().unwrap_or(0);
+        let n = self.evidence.get(&b).copied().unwrap_or(0);
+        v * (1.0 - UNMEASURED_DISCOUNT * (unknown(n) - unknown(most)))
     }
 
     pub fn set_tables(&mut self, tables: SurvivalTables) {
@@ -172,9 +217,19 @@ impl BlockPolicy {
     }
 
     /// Whether forwards refit the cost model (on by default; off keeps the profile's
-    /// prices, e.g. a GPU profile on a CPU). The rules run the same either way.
+    /// prices, e.g. a GPU profile on a CPU). The rules run the same either way; off,
+    /// this machine's own costs are fitted beside them (from the built-in CPU profile)
+    /// for the AR rate the screen compares drafting with.
     pub fn set_cost_learning(&mut self, on: bool) {
         self.cost = self.cost.clone().learning(on);
+        self.machine = (!on).then(|| OnlineCost::new(CostModel::builtin()));
+    }
+
+    /// A forward's wall time on this machine (whatever clock the decisions use).
+    pub fn observe_wall(&mut self, shape: &ForwardShape, ms: f64) {
+        if let Some(m) = &mut self.machine {
+            m.observe(shape, ms);
+        }
     }
 
     pub fn tables(&self) -> &SurvivalTables {
@@ -209,6 +264,12 @@ impl BlockPolicy {
     /// A judged round's branch rows and the one that hit.
     pub fn observe_rows(&mut self, built: &[RowKey], hit: Option<usize>) {
         self.hits.record(built, hit);
+    }
+
+    /// A request verified a reused block in a packed round of `concurrency`;
+    /// `skipped`: the round ran no draft forward (what a hit is worth depends on it).
+    pub fn observe_spared(&mut self, concurrency: usize, skipped: bool) {
+        self.hits.record_spared(concurrency, skipped);
     }
 
     /// What a block of `b` is expected to pay for its branch rows (0 without overlap).
@@ -270,7 +331,8 @@ impl BlockPolicy {
                 out[i] = Some(d);
             }
         }
-        let cost = self.cost.model();
+        // What an AR step makes here, on this machine's costs (not a GPU profile's).
+        let here = self.machine.as_ref().unwrap_or(&self.cost).model();
         out.into_iter()
             .zip(members)
             .map(|(d, m)| {
@@ -280,7 +342,7 @@ impl BlockPolicy {
                 } else {
                     (b, why)
                 };
-                let ar_rate = Some(cost.ar_rate(concurrency, m.ctx));
+                let ar_rate = Some(here.ar_rate(concurrency, m.ctx));
                 (b, why.map(|w| BlockDecision { ar_rate, ..w }))
             })
             .collect()
@@ -402,7 +464,11 @@ impl BlockPolicy {
         self.rounds += 1;
         let can_step = |k: usize| options[k].iter().position(|o| o.block == 1);
         let steppers: Vec<usize> = (0..open.len()).filter(|&k| can_step(k).is_some()).collect();
-        let regime = if steppers.is_empty() {
+        // The measured regime (drafting against AR steps, whichever measured more
+        // tokens per ms) only where the costs are this machine's: under a fixed
+        // profile's prices the joint choice already weighs each request's AR step at
+        // those prices, and trials timed by the profile's clock only cost rounds.
+        let regime = if steppers.is_empty() || !self.cost.is_learning() {
             Regime::Draft
         } else {
             let r = self.regimes.next(concurrency, self.clock_ms);

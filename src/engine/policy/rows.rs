@@ -97,6 +97,9 @@ pub struct HitRates {
     /// Judged rounds with rows, and those a row hit in.
     rounds: usize,
     hit_rounds: usize,
+    /// Per concurrency: requests that held a reused block in a packed round, and those
+    /// whose round skipped its draft forward (every request held one).
+    spared: BTreeMap<usize, (usize, usize)>,
 }
 
 fn shrunk(c: Option<&BranchCount>, prior: f64) -> f64 {
@@ -152,6 +155,27 @@ impl HitRates {
         (self.hit_rounds as f64 + 0.3 * SHRINK) / (self.rounds as f64 + SHRINK)
     }
 
+    /// P(the round's draft forward is skipped | this request holds a reused block) at
+    /// `concurrency`: measured, shrunk toward every other request holding one
+    /// independently at the per-round hit rate (`reuse`^(C − 1)). 1 alone.
+    pub fn skip_given_reuse(&self, concurrency: usize) -> f64 {
+        let c = concurrency.max(1);
+        if c == 1 {
+            return 1.0;
+        }
+        let prior = self.reuse().powi(c as i32 - 1);
+        let (n, k) = self.spared.get(&c).copied().unwrap_or((0, 0));
+        (k as f64 + prior * SHRINK) / (n as f64 + SHRINK)
+    }
+
+    /// A request held a reused block in a packed round of `concurrency`; `skipped`: the
+    /// round ran no draft forward.
+    pub fn record_spared(&mut self, concurrency: usize, skipped: bool) {
+        let e = self.spared.entry(concurrency.max(1)).or_default();
+        e.0 += 1;
+        e.1 += usize::from(skipped);
+    }
+
     /// A judged round's rows (those built) and the index of the one that hit, if any
     /// (two rows of one kind can ride; only one of them hits).
     pub fn record(&mut self, built: &[RowKey], hit: Option<usize>) {
@@ -187,14 +211,14 @@ pub struct RowLoad {
 impl RowLoad {
     /// What a hit spares: the next round's draft row of this request, and its share of
     /// the draft forward's fixed price, which is spared only when no request drafts
-    /// (each of the others holds a reused block with the per-round hit rate `reuse`).
-    /// A forward spared that way took every request's hit, so each hit is credited
-    /// 1/C of it: crediting each the whole would count the one forward C times, and
-    /// rows that do not pay would ride (measured at C = 2: 2× the saving seen).
-    pub fn saving_ms(&self, cost: &CostModel, reuse: f64) -> f64 {
+    /// (`skip`: how often a request holding a reused block saw its round skip the draft
+    /// forward, `HitRates::skip_given_reuse`). A forward spared that way took every
+    /// request's hit, so each hit is credited 1/C of it: crediting each the whole
+    /// would count the one forward C times, and rows that do not pay would ride
+    /// (measured at C = 2: 2× the saving seen).
+    pub fn saving_ms(&self, cost: &CostModel, skip: f64) -> f64 {
         let c = self.concurrency.max(1);
-        cost.draft_row_ms(self.block, self.ctx)
-            + cost.fixed_ms * reuse.powi(c as i32 - 1) / c as f64
+        cost.draft_row_ms(self.block, self.ctx) + cost.fixed_ms * skip / c as f64
     }
 
     /// This request's share of the verify forward without rows: its row and its share
@@ -219,7 +243,7 @@ pub fn price_rows(
     load: RowLoad,
     priced: bool,
 ) -> (Vec<bool>, RowsPriced) {
-    let saving = load.saving_ms(cost, hits.reuse());
+    let saving = load.saving_ms(cost, hits.skip_given_reuse(load.concurrency));
     let mut out = RowsPriced {
         share_ms: load.share_ms(cost),
         saving_ms: saving,
@@ -249,7 +273,7 @@ pub fn price_rows(
 /// per kind, how often the tables ask for it × (its cost − P(hit) × the draft it
 /// spares), counting only the rows that pay when `priced`.
 pub fn expected_rows_ms(hits: &HitRates, cost: &CostModel, load: RowLoad, priced: bool) -> f64 {
-    let saving = load.saving_ms(cost, hits.reuse());
+    let saving = load.saving_ms(cost, hits.skip_given_reuse(load.concurrency));
     let (mut spent, mut saves) = (0.0, 0.0);
     for &k in &KINDS {
         // The same estimate the rows are priced with after the draft.

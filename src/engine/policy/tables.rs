@@ -261,22 +261,48 @@ impl SurvivalTables {
         if block == 1 {
             return 1.0;
         }
+        self.curve(block, signal, stratum)
+            .map_or(1.0, |c| c.iter().sum())
+    }
+
+    /// E[min(A_B, k)] = Σ_{j ≤ k} S_B(j): what the tables expect of a round of B
+    /// within its first `k` positions.
+    pub fn value_head(
+        &self,
+        block: usize,
+        k: usize,
+        signal: Option<f32>,
+        stratum: Option<&str>,
+    ) -> f64 {
+        self.curve(block, signal, stratum)
+            .map_or(1.0, |c| c.iter().take(k).sum())
+    }
+
+    /// S_B(k) for k = 1..=B in the cell (the stratum's table where it has B, else
+    /// `all`; a missing signal gets the mean over bins).
+    fn curve(&self, block: usize, signal: Option<f32>, stratum: Option<&str>) -> Option<Vec<f64>> {
         let table = stratum
             .and_then(|s| self.strata.get(s))
             .filter(|t| t.contains_key(&block))
             .or_else(|| self.strata.get("all"));
-        let Some(curves) = table.and_then(|t| t.get(&block)) else {
-            return 1.0;
-        };
-        let curve = match self.bin(signal) {
-            Some(b) if b < curves.len() => &curves[b],
-            // Missing signal: the marginal (mean over bins).
+        let curves = table.and_then(|t| t.get(&block))?;
+        match self.bin(signal) {
+            Some(b) if b < curves.len() => Some(curves[b].clone()),
             _ => {
-                return curves.iter().map(|c| c.iter().sum::<f64>()).sum::<f64>()
-                    / curves.len().max(1) as f64;
+                let n = curves.len().max(1) as f64;
+                Some(
+                    (0..block)
+                        .map(|k| {
+                            curves
+                                .iter()
+                                .map(|c| c.get(k).copied().unwrap_or(0.0))
+                                .sum::<f64>()
+                                / n
+                        })
+                        .collect(),
+                )
             }
-        };
-        curve.iter().sum()
+        }
     }
 
     /// Estimates tables from counterfactual rounds: weighted-quantile bins of the signal,

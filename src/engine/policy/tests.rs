@@ -138,6 +138,30 @@ fn the_throughput_preset_takes_ar_steps_on_a_cpu_and_explores() {
     );
 }
 
+/// Under a fixed profile's prices the throughput preset runs no measured regime (no
+/// trials timed by the profile's clock): each request's AR step is weighed by the
+/// joint choice at those prices, and taken where they favour it.
+#[test]
+fn under_fixed_prices_the_throughput_preset_weighs_ar_steps_in_the_joint_choice() {
+    for (cost, ar_expected) in [(steep(), true), (flat(), false)] {
+        let mut p = BlockPolicy::new(SurvivalTables::marginal_reference(), cost);
+        p.set_cost_learning(false);
+        let o = Preset::Throughput.options();
+        let h = history(1.0, 8, 2);
+        let members: Vec<Member> = (0..16).map(|_| member(&o, &h)).collect();
+        let mut ar_steps = 0;
+        for _ in 0..50 {
+            let d = p.decide(&members, true);
+            for r in rules(&d).into_iter().flatten() {
+                assert!(!matches!(r, Rule::ArRegime | Rule::ArTrial), "{r:?}");
+            }
+            ar_steps += d.iter().filter(|x| x.0 == 1).count();
+            p.end_round(16, 32, 5.0);
+        }
+        assert_eq!(ar_steps > 0, ar_expected, "{ar_steps}");
+    }
+}
+
 #[test]
 fn exploration_runs_sizes_the_rule_does_not_pick() {
     // Flat costs make 32 the pick; 8 and 16 are measured now and then.
@@ -436,7 +460,8 @@ fn an_overrated_cell_is_scaled_by_what_its_rounds_advanced() {
     // Another cell of the same size moves with it, less; other sizes not at all.
     let o = p.calibration(16, &other);
     assert!(o < 1.0 && o > c, "{o}");
-    assert_eq!(p.calibration(8, &h), 1.0);
+    // A larger size is not inferred from them; a smaller one is (see the next test).
+    assert_eq!(p.calibration(32, &h), 1.0);
     // The decision sees it: the overrated size's candidate value drops.
     let opts = DecodeOptions::default();
     let d = p.decide(&[member(&opts, &h)], true);
@@ -449,5 +474,65 @@ fn an_overrated_cell_is_scaled_by_what_its_rounds_advanced() {
         .find(|c| c.block == 16)
         .unwrap()
         .clone();
+    // B = 16 is the best-measured size (40 rounds, B = 8 as many): no discount.
     assert!((cand.value - v16 * c).abs() < 1e-9, "{cand:?}");
+}
+
+/// A round of B = 32 says what B = 16 and B = 8 would have advanced from the same
+/// state (min(advance, B)): the rule learns a smaller size it does not pick, and not a
+/// larger one (a full round says nothing past its end).
+#[test]
+fn a_round_measures_the_smaller_sizes_too() {
+    let mut p = BlockPolicy::new(SurvivalTables::marginal_reference(), b200());
+    let h = history(0.5, 8, 8);
+    let t = |b: usize| p.tables().value(b, h.signal(), h.stratum().as_deref());
+    let (v8, v16) = (t(8), t(16));
+    // Every B = 32 round rejects at its 4th position: 4 tokens.
+    for _ in 0..200 {
+        p.observe_advance(32, &h, 4);
+    }
+    for (b, v) in [(8, v8), (16, v16)] {
+        let c = p.calibration(b, &h);
+        // Shrunk toward the prior a little; close to 4 / V_B.
+        assert!(
+            (c - 4.0 / v).abs() < 0.1 * 4.0 / v,
+            "B = {b}: {c} vs {}",
+            4.0 / v
+        );
+    }
+    // Full rounds of B = 8 say B = 8 is worth 8 and leave B = 16 unmeasured.
+    let mut q = BlockPolicy::new(SurvivalTables::marginal_reference(), b200());
+    for _ in 0..200 {
+        q.observe_advance(8, &h, 8);
+    }
+    assert!(q.calibration(8, &h) > 1.0);
+    assert_eq!(q.calibration(16, &h), 1.0);
+}
+
+/// A size no round has measured is discounted against the best-measured one: the rule
+/// does not switch to it on the tables' word alone, and before any round every size
+/// stands on the tables.
+#[test]
+fn an_unmeasured_size_is_discounted_until_rounds_measure_it() {
+    let mut p = BlockPolicy::new(SurvivalTables::marginal_reference(), b200());
+    let h = history(0.5, 8, 8);
+    let o = DecodeOptions::default();
+    let value = |p: &BlockPolicy, b: usize| p.value(&member(&o, &h), b);
+    let raw = |p: &BlockPolicy, b: usize| {
+        p.tables().value(b, h.signal(), h.stratum().as_deref()) * p.calibration(b, &h)
+    };
+    // Nothing measured: the tables alone, every size alike.
+    for b in [8, 16, 32] {
+        assert!((value(&p, b) - raw(&p, b)).abs() < 1e-9);
+    }
+    for _ in 0..99 {
+        p.observe_advance(16, &h, 6);
+    }
+    // B = 8 and 16 measured by 99 rounds (no discount), B = 32 by none:
+    // UNMEASURED_DISCOUNT × (1 − 1/10).
+    for b in [8, 16] {
+        assert!((value(&p, b) - raw(&p, b)).abs() < 1e-9, "B = {b}");
+    }
+    let d = 1.0 - value(&p, 32) / raw(&p, 32);
+    assert!((d - UNMEASURED_DISCOUNT * 0.9).abs() < 1e-9, "{d}");
 }

@@ -388,11 +388,13 @@ impl Scheduler {
 
     /// The policy learns the forward's time with its signals and verdicts.
     fn learn_cost(&mut self, t: &Timing) {
+        let wall = t.start.elapsed().as_secs_f64() * 1e3;
         let ms = match self.clock {
-            Clock::Wall => t.start.elapsed().as_secs_f64() * 1e3,
+            Clock::Wall => wall,
             Clock::Priced => t.priced_ms,
         };
         self.policy.observe_forward(&t.shape, ms);
+        self.policy.observe_wall(&t.shape, wall);
     }
 
     fn choose(
@@ -502,6 +504,9 @@ impl Scheduler {
         let need: Vec<usize> = (0..group.len())
             .filter(|&k| group[k].block_size > 1 && group[k].reused.is_none())
             .collect();
+        for _ in group.iter().filter(|p| p.reused.is_some()) {
+            self.policy.observe_spared(concurrency, need.is_empty());
+        }
         if !need.is_empty() {
             let reqs: Vec<usize> = need.iter().map(|&k| group[k].req).collect();
             let rows: Vec<Row> = need

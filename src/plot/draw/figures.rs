@@ -512,6 +512,7 @@ pub fn block_timeline(
 /// Figure 6: branch rows built and reused by kind (left), and the draft at its first
 /// rejection (right: margin histogram, split by whether the verifier took the draft's
 /// second choice).
+#[allow(clippy::too_many_lines)] // two panels of one figure sharing their axes
 pub fn branches(
     b: &Branches,
     reject: Option<&FirstReject>,

@@ -34,6 +34,7 @@ fn show(list: &[i64]) -> String {
     )
 }
 
+#[allow(clippy::too_many_lines)] // one template per code task
 fn spec(op: i64, var: &str, list: &[i64], k: i64, single: i64) -> Spec {
     match op {
         0 => Spec {

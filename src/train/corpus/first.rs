@@ -160,6 +160,7 @@ const THINGS: &[&str] = &[
 /// shapes (writing, opinions, how things work, predictions, advice, translation, the
 /// world today) over many topics: with only a few shapes the model answered unseen
 /// ones ("Write a haiku …", "Who will win …") with a word reversal.
+#[allow(clippy::too_many_lines)] // one template per out-of-scope request shape
 fn out_of_scope(rng: &mut Rng) -> (String, String) {
     let topic = *rng.pick(TOPICS);
     let thing = *rng.pick(THINGS);

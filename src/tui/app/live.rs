@@ -11,6 +11,7 @@ use super::{input_msg, Pacer, Screen, Signals, TermInput, Ui};
 use crate::engine::{DecodeOptions, EngineCommand, EngineHandle, Submit, Timed};
 use crate::model::TextTokenizer;
 use crate::trace::{Recorder, SessionEvent, TokenTexts, TraceEvent, TraceHeader};
+use crate::tui::action::Action;
 use crate::tui::config::recordings_dir;
 use crate::tui::state::{pace_label, update, Effect, Level, Msg, State, LIVE_PACES_MS};
 
@@ -120,8 +121,10 @@ impl LiveRun {
                 } else {
                     notice(
                         s,
-                        "recording stops when the answer in flight ends (the record key again: now)"
-                            .to_string(),
+                        format!(
+                            "recording stops when the answer in flight ends ({} again stops it now)",
+                            s.keys.key(Action::ToggleRecord)
+                        ),
                         Level::Info,
                     );
                 }
@@ -160,7 +163,8 @@ impl LiveRun {
         if let Err(e) = crate::engine::check_prompt_len(prompt.len(), self.live.context) {
             let text = match e {
                 crate::engine::PromptError::TooLong { len, context } => format!(
-                    "the conversation is {len} tokens, the model's window is {context}: clear the chat (Ctrl+L) or send less"
+                    "the conversation is {len} tokens, the model's window is {context}: clear the chat ({}) or send less",
+                    s.keys.key(Action::Clear)
                 ),
                 crate::engine::PromptError::Empty => e.to_string(),
             };

@@ -11,6 +11,7 @@ use super::live::Ended;
 use super::{input_msg, Pacer, Screen, Signals, TermInput, Ui, FRAME};
 use crate::engine::events::DecodeEvent;
 use crate::trace::{Stamped, Trace, TraceEvent};
+use crate::tui::action::Action;
 use crate::tui::state::{
     update, Effect, Level, Msg, ReplayPace, ReplayStatus, State, DEFAULT_REPLAY_PACE, REPLAY_PACES,
 };
@@ -111,7 +112,10 @@ impl Player {
             update(
                 s,
                 Msg::Notice {
-                    text: "end of the recording (F5 plays it again)".into(),
+                    text: format!(
+                        "end of the recording ({} plays it again)",
+                        s.keys.key(Action::TogglePause)
+                    ),
                     level: Level::Info,
                 },
             );
@@ -227,7 +231,13 @@ pub async fn run_replay<B: Backend>(
                             }
                             Effect::Step => player.step(s),
                             Effect::Seek(by) => player.seek(s, by),
-                            Effect::SetPace(i) => player.pace = i,
+                            Effect::SetPace(i) => {
+                                player.pace = i;
+                                // Said, so an older notice ("already at the fastest
+                                // pace") does not stand beside the new pace.
+                                let label = REPLAY_PACES.get(i).map_or(String::new(), |p| p.label());
+                                update(s, Msg::Notice { text: format!("replay pace: {label}"), level: Level::Info });
+                            }
                             Effect::Copy(t) => {
                                 let said = screen.copy(&t);
                                 update(s, Msg::Notice { text: said, level: Level::Info });

@@ -259,7 +259,7 @@ fn blocks(text: &str, width: usize, t: &Theme) -> Vec<Line<'static>> {
 /// a line with an unpaired backtick (an answer still streaming) stays as written.
 fn inline_code(line: &str, t: &Theme) -> Vec<(String, Style)> {
     let parts: Vec<&str> = line.split('`').collect();
-    if parts.len() % 2 == 0 || parts.len() == 1 {
+    if parts.len().is_multiple_of(2) || parts.len() == 1 {
         return vec![(line.to_string(), t.text)];
     }
     parts

@@ -31,7 +31,7 @@ pub fn speed_line(s: &State, width: usize) -> Option<(String, bool)> {
         [
             long,
             format!("drafting {r:.2}× AR steps on this machine ({how}): pays"),
-            format!("drafting {r:.2}× AR steps ({short}): pays"),
+            format!("drafting pays: {r:.2}× {short} AR steps"),
             format!("drafting {r:.2}× {short} AR"),
         ]
     } else {
@@ -206,6 +206,7 @@ impl Widget for Bars<'_> {
     }
 }
 
+#[allow(clippy::too_many_lines)] // the history pane's rows top to bottom
 pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme) {
     let sm = &s.stats.current;
     let n = sm.tally.rounds;

@@ -136,8 +136,8 @@ fn notice_style(level: Level, t: &Theme) -> Style {
 }
 
 /// `text` in `max` columns, cut only between words: its words while they fit (a path
-/// by its file name, `…/name`), then `…` and its last word, then `more` (where the
-/// whole text is). A word longer than the room is the only thing ever cut inside.
+/// by its file name, `…/name`), then `…` (and the last word where it is a path), then
+/// `more` (where the whole text is). A word longer than the room is the only thing ever cut inside.
 pub fn cut_words(text: &str, max: usize, more: &str) -> String {
     if text.width() <= max {
         return text.to_string();
@@ -170,12 +170,11 @@ pub fn cut_words(text: &str, max: usize, more: &str) -> String {
     if n == words.len() {
         return format!("{all}{more}");
     }
-    let last = words[words.len() - 1];
-    let last = short(last).unwrap_or_else(|| last.to_string());
-    let tail = if last.width() + 14 <= room {
-        format!(" … {last}")
-    } else {
-        " …".to_string()
+    // The last word after the cut only where it is a file's name: a sentence's last
+    // word alone ("none)") reads as noise.
+    let tail = match short(words[words.len() - 1]) {
+        Some(last) if last.width() + 14 <= room => format!(" … {last}"),
+        _ => " …".to_string(),
     };
     let budget = room.saturating_sub(tail.width());
     let (mut first, n) = head(budget);

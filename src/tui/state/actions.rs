@@ -45,6 +45,7 @@ fn submit(s: &mut State, text: String, history_end: usize, regenerate: bool) -> 
     }
 }
 
+#[allow(clippy::too_many_lines)] // the reducer's one arm per action
 pub(super) fn on_action(s: &mut State, a: Action) -> Vec<Effect> {
     if a != Action::Interrupt && a != Action::Quit {
         s.status.clear(Topic::Quit);
@@ -56,10 +57,11 @@ pub(super) fn on_action(s: &mut State, a: Action) -> Vec<Effect> {
                 return fx;
             }
             if let Some(req) = s.session.active() {
-                let key = "Esc";
+                let key = s.keys.key(Action::Stop).to_string();
+                // Info: feedback on a key, not a warning to repeat at exit.
                 s.status.notice(
                     format!("still answering (request {req}); {key} stops it"),
-                    Level::Warning,
+                    Level::Info,
                     Topic::Busy,
                 );
                 return fx;
@@ -98,15 +100,23 @@ pub(super) fn on_action(s: &mut State, a: Action) -> Vec<Effect> {
                 s.quit = true;
                 fx.push(Effect::Quit);
             } else if let (Some(req), false) = (s.session.active(), s.replaying()) {
-                // Stop; a second Ctrl+C right after quits.
+                // Stop; a second press right after quits.
                 fx.push(Effect::Cancel(req));
-                s.status
-                    .notice("stopped; Ctrl+C again quits", Level::Info, Topic::Quit);
+                let key = s.keys.key(Action::Interrupt).to_string();
+                s.status.notice(
+                    format!("stopped; {key} again quits"),
+                    Level::Info,
+                    Topic::Quit,
+                );
             } else if !s.chat.input.is_empty() {
                 s.chat.input.clear();
             } else {
-                s.status
-                    .notice("press Ctrl+C again to quit", Level::Info, Topic::Quit);
+                let key = s.keys.key(Action::Interrupt).to_string();
+                s.status.notice(
+                    format!("press {key} again to quit"),
+                    Level::Info,
+                    Topic::Quit,
+                );
             }
         }
         Action::Quit => {
@@ -249,9 +259,12 @@ fn change_options(s: &mut State, a: Action) {
             let was_adaptive = matches!(o.block_policy(), Blocks::Adaptive(_));
             if o.step_block(&base, BLOCK_STEPS, larger) {
                 let off = if was_adaptive {
-                    " (adaptive off: F7 turns it on)"
+                    format!(
+                        " (adaptive off: {} turns it on)",
+                        s.keys.key(Action::ToggleAdaptive)
+                    )
                 } else {
-                    ""
+                    String::new()
                 };
                 format!("block size: {}{off}", o.label())
             } else {

@@ -27,6 +27,7 @@ use crate::trace::{SessionEvent, TraceEvent};
 
 use super::action::Action;
 use super::input::InputEdit;
+use super::keymap::KeyHints;
 
 /// Fixed block sizes the block keys step through.
 pub const BLOCK_STEPS: &[usize] = &[1, 4, 8, 16, 32];
@@ -206,6 +207,8 @@ pub struct State {
     pub help_scroll: usize,
     pub now: f64,
     pub quit: bool,
+    /// The active keymap's keys, for notices that name one.
+    pub keys: KeyHints,
 }
 
 impl State {
@@ -233,7 +236,14 @@ impl State {
             help_scroll: 0,
             now: 0.0,
             quit: false,
+            keys: KeyHints::default(),
         }
+    }
+
+    /// The same with the active keymap's keys for what notices name.
+    pub fn with_keys(mut self, keymap: &crate::tui::keymap::Keymap) -> Self {
+        self.keys = KeyHints::of(keymap);
+        self
     }
 
     /// The same with what prices the policy's decisions, for the status line.
@@ -346,6 +356,7 @@ pub fn update(s: &mut State, msg: Msg) -> Vec<Effect> {
     }
 }
 
+#[allow(clippy::too_many_lines)] // the reducer's one arm per event kind
 fn on_event(s: &mut State, t: f64, event: TraceEvent) {
     // The size of the round a commit ends, for the speed meter.
     let block = match &event {

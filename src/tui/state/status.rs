@@ -10,7 +10,7 @@ pub const DEFAULT_LIVE_PACE: usize = 3;
 
 /// A live pace as the status line says it: `300ms`, `1s`.
 pub fn pace_label(ms: u64) -> String {
-    if ms >= 1000 && ms % 1000 == 0 {
+    if ms >= 1000 && ms.is_multiple_of(1000) {
         format!("{}s", ms / 1000)
     } else {
         format!("{ms}ms")
@@ -29,6 +29,7 @@ pub enum ReplayPace {
 impl ReplayPace {
     pub fn label(self) -> String {
         match self {
+            ReplayPace::RoundsPerSec(1.0) => "1 round/s".to_string(),
             ReplayPace::RoundsPerSec(r) => format!("{r} rounds/s"),
             ReplayPace::Recorded(x) => format!("×{x} recorded"),
         }

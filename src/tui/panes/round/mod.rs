@@ -19,6 +19,13 @@ use crate::tui::keymap::Keymap;
 use crate::tui::state::{DiffusionView, RoundView, State};
 use crate::tui::theme::Theme;
 
+mod branches;
+mod diffusion;
+
+use branches::branch_lines;
+use diffusion::{diffusion_inspector, diffusion_lines};
+pub use diffusion::{DIVERGE_GLYPH, MASK_GLYPH};
+
 /// The glyph in front of a risky position's margin.
 pub const RISKY_GLYPH: &str = "!";
 /// The glyph marking the first rejected position.
@@ -270,148 +277,6 @@ fn quoted(text: &str) -> String {
     format!("'{}'", visible_token(text, 14))
 }
 
-fn branch_lines(r: &RoundView, s: &State, t: &Theme, width: usize) -> Vec<Group> {
-    // Why rows ride or were dropped first: it explains the rows under it, and a short
-    // pane keeps it.
-    let mut out: Vec<Group> = vec![rows_lines(r, t, width)];
-    out.retain(|g| !g.is_empty());
-    if let Some(k) = r.reused {
-        out.push(wrap(
-            &[(
-                format!("block reused from branch {k} (no draft forward this round)"),
-                t.reused,
-            )],
-            width,
-        ));
-    }
-    for (i, b) in r.branches.iter().enumerate() {
-        let style = match b.kind {
-            BranchKind::Correction { .. } => t.correction,
-            BranchKind::Continuation => t.continuation,
-        };
-        let head = match (b.kind, b.alt) {
-            (BranchKind::Correction { .. }, Some(alt)) => {
-                format!(
-                    "{:<3} @{:<2} alt {} ",
-                    b.kind,
-                    b.at,
-                    quoted(&s.session.token(alt))
-                )
-            }
-            _ => format!("{:<3} @{:<2} ", b.kind, b.at),
-        };
-        let (badge, bstyle) = match r.outcome {
-            Some(BranchOutcome::Hit { index, .. }) if index == i && last_of_answer(r, s) => {
-                let why = if stopped(r, s) {
-                    "the answer was stopped"
-                } else {
-                    "the answer ended"
-                };
-                (format!("{HIT_GLYPH} HIT, unused: {why}"), t.miss)
-            }
-            Some(BranchOutcome::Hit { index, .. }) if index == i => {
-                (format!("{HIT_GLYPH} HIT"), t.hit)
-            }
-            Some(BranchOutcome::Hit { .. }) => ("not needed".to_string(), t.miss),
-            // The round's one reason is about corrections when the block was
-            // rejected and about the continuation when it was accepted whole; the
-            // other kind of row was not needed.
-            Some(BranchOutcome::Miss {
-                reason: MissReason::Ended,
-            }) => ("unused: the answer ended".to_string(), t.miss),
-            Some(BranchOutcome::Miss { reason }) => {
-                let full = matches!(
-                    reason,
-                    MissReason::ContinuationMiss | MissReason::ContinuationAbsent
-                );
-                if full == matches!(b.kind, BranchKind::Continuation) {
-                    (format!("miss: {}", reason.describe()), t.miss)
-                } else {
-                    ("not needed".to_string(), t.miss)
-                }
-            }
-            None => ("…".to_string(), t.dim),
-        };
-        // The preview gives way first (its first token always shows); a long miss
-        // reason then wraps.
-        let room = width.saturating_sub(head.width() + badge.width().min(12) + 4);
-        let mut preview = String::new();
-        for id in &b.block {
-            let tok = visible_token(&s.session.token(*id), CELL_MAX);
-            if !preview.is_empty() && preview.width() + tok.width() + 1 > room {
-                preview.push('…');
-                break;
-            }
-            preview.push_str(&tok);
-            preview.push(' ');
-        }
-        out.push(wrap(
-            &[
-                (head, style),
-                (format!("[{}] ", preview.trim_end()), t.text),
-                (badge, bstyle),
-            ],
-            width,
-        ));
-    }
-    // Rows the policy decided on (kept or dropped) are explained by the lines above.
-    let decided = r.rows.is_some_and(|d| d.kept.rows + d.dropped.rows > 0);
-    if r.branches.is_empty() && r.block.len() > 1 && !decided {
-        let why = match s.session.requests.get(&r.req) {
-            Some(i) if i.label.starts_with("LinearSS") => {
-                "no branch rows: LinearSS has none (F8: RecGuide's branches)"
-            }
-            Some(i) if !i.label.contains("+overlap") => "no branch rows: overlap is off (F8)",
-            _ if r.risky.is_empty() && r.reused.is_none() => {
-                "no branch rows this round (none the table builds here)"
-            }
-            _ => "no branch rows this round",
-        };
-        out.push(wrap(&[(why.to_string(), t.dim)], width));
-    }
-    out
-}
-
-/// Which branch rows ride with verification at this load and why, in the policy's
-/// prices: "rows dropped: +41% verify price for 0.30 drafts expected saved".
-fn rows_lines(r: &RoundView, t: &Theme, width: usize) -> Vec<Line<'static>> {
-    let Some(d) = &r.rows else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    let verifying = r.verdict.is_none();
-    let rows = |n: usize| {
-        if n == 1 {
-            "1 row".to_string()
-        } else {
-            format!("{n} rows")
-        }
-    };
-    if d.kept.rows > 0 {
-        let verb = if d.kept.rows == 1 { "rides" } else { "ride" };
-        let what = if d.unpriced {
-            format!("{} {verb} (every row, unpriced)", rows(d.kept.rows))
-        } else {
-            format!("{} {verb}: {}", rows(d.kept.rows), d.describe(&d.kept))
-        };
-        let what = if verifying {
-            format!("{what} · being verified…")
-        } else {
-            what
-        };
-        out.extend(wrap(&[(what, t.dim)], width));
-    }
-    if d.dropped.rows > 0 {
-        let what = format!(
-            "{} dropped: {}",
-            rows(d.dropped.rows),
-            d.describe(&d.dropped)
-        );
-        out.extend(wrap(&[(what, t.dim)], width));
-    }
-    out
-}
-
 /// The block size and why (wrapped), then (where there is room) the candidates.
 fn decision_lines(
     r: &RoundView,
@@ -466,10 +331,11 @@ fn decision_lines(
             let st = if mine { t.title } else { t.dim };
             // The rows' expected net price beside the forwards' (negative: they are
             // expected to spare more than they cost).
+            // In parentheses: "0.2-4.6rows" read as a range.
             let rows = if c.rows_ms == 0.0 {
                 String::new()
             } else {
-                format!("{:+.1}rows", c.rows_ms)
+                format!("{NBSP}(rows{NBSP}{:+.1})", c.rows_ms)
             };
             pieces.push((
                 format!(
@@ -567,173 +433,6 @@ fn inspector(r: &RoundView, s: &State, t: &Theme, p: usize, width: usize) -> Vec
         ));
     }
     out
-}
-
-/// The glyph of a position still masked on a diffusion canvas.
-pub const MASK_GLYPH: &str = "░";
-/// The glyph in front of a diffused token AR would not have emitted.
-pub const DIVERGE_GLYPH: &str = "≠";
-
-/// A diffusion canvas as two-line cells (token; the step that committed it), then what
-/// the last step did or, once written, where AR would have said something else.
-/// Returns the lines and how many of the last are the outcome.
-fn diffusion_lines(
-    r: &RoundView,
-    d: &DiffusionView,
-    st: &State,
-    t: &Theme,
-    width: usize,
-) -> (Vec<Line<'static>>, usize) {
-    let s = &st.session;
-    // The canvas's own length (F3/F4 may have changed the request's since), with the
-    // threshold the request runs with.
-    let tau = s.requests.get(&r.req).and_then(|i| {
-        i.label
-            .split(' ')
-            .find(|w| w.starts_with('τ'))
-            .map(str::to_string)
-    });
-    let label = match tau {
-        Some(tau) => format!("Diffusion L={} {tau}", d.canvas.len()),
-        None => format!("Diffusion L={}", d.canvas.len()),
-    };
-    let masks = d.canvas.iter().filter(|c| c.is_none()).count();
-    let kept = r.diffusion_kept();
-    let mut out = wrap(
-        &[
-            (format!("{label}: "), t.title),
-            (
-                if d.ar.is_some() {
-                    format!(
-                        "{} steps + 1 cache write for {kept} tokens, no verifier",
-                        d.steps
-                    )
-                } else {
-                    // Kept on one row: it wraps whole where the label leaves no room.
-                    glue(&format!(
-                        "step {} · {masks} masked of {}",
-                        d.steps,
-                        d.canvas.len()
-                    ))
-                },
-                t.dim,
-            ),
-        ],
-        width,
-    );
-    let differ = d.disagreements(kept);
-    let mut cells = Cells::new(width);
-    for (p, c) in d.canvas.iter().enumerate() {
-        let step = d.step_of.get(p).copied().unwrap_or(0);
-        let (tok, mut style) = match c {
-            None => (MASK_GLYPH.repeat(2), t.dim),
-            Some(id) => {
-                let tok = visible_token(&s.token(*id), cell_max(width));
-                if d.ar.is_some() {
-                    if p >= kept {
-                        // Past the answer's end: never committed.
-                        (tok, t.discarded)
-                    } else if differ.contains(&p) {
-                        (format!("{DIVERGE_GLYPH}{tok}"), t.risky)
-                    } else {
-                        (tok, t.accepted)
-                    }
-                } else if step == d.steps {
-                    (tok, t.bonus)
-                } else {
-                    (tok, t.text)
-                }
-            }
-        };
-        let under = if step == 0 {
-            String::new()
-        } else {
-            format!("s{step}")
-        };
-        let mut us = t.dim;
-        if st.rounds.selected == Some(p) {
-            style = style.patch(t.selected);
-            us = us.patch(t.selected);
-        }
-        cells.push(tok, style, under, us);
-    }
-    out.extend(cells.lines());
-    let outcome = match &d.ar {
-        Some(ar) => {
-            let n = kept;
-            let mut parts = vec![(
-                format!("AR agrees at {} of {n}", n - differ.len()),
-                if differ.is_empty() {
-                    t.accepted
-                } else {
-                    t.text
-                },
-            )];
-            for &p in differ.iter().take(3) {
-                parts.push((
-                    format!("; at {p} AR would say {}", glue(&quoted(&s.token(ar[p])))),
-                    t.risky,
-                ));
-            }
-            if differ.len() > 3 {
-                parts.push((format!("; {} more", differ.len() - 3), t.dim));
-            }
-            parts.push((" · not lossless".to_string(), t.dim));
-            wrap(&parts, width)
-        }
-        None => {
-            let now: Vec<f32> = (0..d.canvas.len())
-                .filter(|&p| d.step_of.get(p) == Some(&d.steps))
-                .map(|p| d.confidence.get(p).copied().unwrap_or(0.0))
-                .collect();
-            let low = now.iter().copied().fold(f32::INFINITY, f32::min);
-            let text = match now.len() {
-                0 => "nothing committed yet".to_string(),
-                1 => format!("step {}: 1 position, p {low:.2}", d.steps),
-                k => format!("step {}: {k} positions, p ≥ {low:.2}", d.steps),
-            };
-            wrap(&[(text, t.dim)], width)
-        }
-    };
-    let n = outcome.len();
-    out.extend(outcome);
-    (out, n)
-}
-
-/// A selected canvas position: its token, the step and probability it was committed
-/// with, and AR's choice there once the block is written.
-fn diffusion_inspector(
-    d: &DiffusionView,
-    st: &State,
-    t: &Theme,
-    p: usize,
-    width: usize,
-) -> Vec<Line<'static>> {
-    let p = p.min(d.canvas.len().saturating_sub(1));
-    let s = &st.session;
-    let mut parts = vec![(format!("position {p}: "), t.title)];
-    match d.canvas.get(p).copied().flatten() {
-        None => parts.push(("still masked".into(), t.dim)),
-        Some(id) => {
-            parts.push((glue(&quoted(&s.token(id))), t.text));
-            let step = d.step_of.get(p).copied().unwrap_or(0);
-            match d.confidence.get(p).copied().filter(|c| *c > 0.0) {
-                Some(c) => parts.push((format!(" at step {step}, p {c:.2}"), t.dim)),
-                None => parts.push((format!(" at step {step}"), t.dim)),
-            }
-            if let Some(a) = d.ar.as_ref().and_then(|ar| ar.get(p)) {
-                if *a == id {
-                    parts.push(("; AR says the same".into(), t.accepted));
-                } else {
-                    parts.push((
-                        format!("; AR would say {}", glue(&quoted(&s.token(*a)))),
-                        t.risky,
-                    ));
-                }
-            }
-        }
-    }
-    wrap(&parts, width)
 }
 
 /// The lines that must show, how many of their last are the verdict, and the optional

@@ -4,7 +4,9 @@
 //! CPU in one pass over each row in host memory (`signals_of`); on a GPU with tensor
 //! ops (`device_signals`), so that only the top-k, the maximum and two sums per
 //! position cross to the host, or with the fused kernel of `kernels/` where it passed
-//! its check (`crate::model::kernels`).
+//! its check (`crate::model::kernels`). They belong to the model layer: the kernel
+//! and the host path it replaces live side by side, and the engine (`engine::signals`
+//! re-exports this module) reads them from below.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -134,7 +136,11 @@ impl HostReads {
     }
 
     pub fn per_position(&self) -> f64 {
-        crate::engine::events::ratio(self.bytes as f64, self.positions as f64)
+        if self.positions > 0 {
+            self.bytes as f64 / self.positions as f64
+        } else {
+            0.0
+        }
     }
 }
 
