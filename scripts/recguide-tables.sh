@@ -4,8 +4,8 @@
 # C = 1, the adaptive ablation across C, and the same sweep priced by this CPU
 # (measured tokens/s beside the modeled ones). Bench files and tables go to OUT_DIR.
 #
-#   scripts/recguide-tables.sh [OUT_DIR]   (default target/recguide-tables; about 45
-#                                           minutes on 2 cores, each sweep 11-15)
+#   scripts/recguide-tables.sh [OUT_DIR]   (default target/recguide-tables; about 16
+#                                           minutes on 2 cores, each sweep 6.5)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-target/recguide-tables}"
