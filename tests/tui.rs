@@ -2245,6 +2245,8 @@ fn notices_never_hide_the_mode_or_cut_a_word() {
         "keys",
         "a",
         "/tmp/specscope/recordings/session-1733402.jsonl",
+        "rounds/s",
+        "OWNER/NAME",
     ];
     let mut seed = 5u64;
     let mut next = |n: usize| {

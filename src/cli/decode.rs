@@ -43,8 +43,8 @@ pub const PRESETS: &[&str] = &["paper", "throughput"];
 pub struct DecodeArgs {
     /// The RecGuide policy: `paper` (B ∈ {8, 16, 32} and branch rows chosen together
     /// at the round's load by the cost profile's prices: drafts every round, the
-    /// default) or `throughput` (AR steps and 4-token drafts allowed too, and a
-    /// measured regime: drafting or AR steps, whichever delivered more).
+    /// default) or `throughput` (AR steps and 4-token drafts allowed too; priced by
+    /// this machine, a measured regime: drafting or AR steps, whichever delivered more).
     #[arg(long, value_parser = names::<Preset>(PRESETS), default_value = "paper")]
     pub preset: Preset,
     /// ar, linear (LinearSS), recguide, or diffusion (block diffusion: fast, not
@@ -80,7 +80,7 @@ pub struct DecodeArgs {
     /// Which branch rows RecGuide builds beside verification, by how many risky
     /// positions the draft has: correction rows (P1–P3, the draft's next choices at a
     /// risky position) and the continuation row (the block after a full accept); the
-    /// tables are described in README's "Decoding modes" and docs/decisions.md.
+    /// tables are described in docs/decisions.md ("Default row table") and src/engine/overlap.rs.
     #[arg(long, value_parser = names::<RowTable>(ROW_TABLES), default_value = "conditional-rank")]
     pub row_table: RowTable,
     /// Sampling temperature (0 = greedy, lossless).

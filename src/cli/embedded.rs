@@ -29,14 +29,38 @@ const ASSETS: &[(&str, &[u8])] = assets!(
     "demo.jsonl",
 );
 
-/// Unpacks the assets where no assets directory holds the bundled model; a note says
-/// where, once. A failure is a note too: commands that do not need the model still run.
+/// Written beside the unpacked copy: what it was unpacked from, so a newer binary
+/// replaces an older one's copy instead of loading it.
+const MARKER: &str = ".specscope-assets";
+
+fn fingerprint() -> String {
+    let bytes: usize = ASSETS.iter().map(|(_, b)| b.len()).sum();
+    format!(
+        "specscope {} · {} files · {bytes} bytes",
+        env!("CARGO_PKG_VERSION"),
+        ASSETS.len()
+    )
+}
+
+/// Unpacks the assets where no assets directory holds the bundled model, or where the
+/// one found is an older binary's copy; a note says where, once. A failure is a note
+/// too: commands that do not need the model still run.
 pub fn ensure_assets() -> Option<String> {
-    if source::bundled_dir().join("config.json").is_file() {
-        return None;
-    }
     let dir = source::installed_assets_dir()?;
-    Some(match source::unpack_assets(ASSETS, &dir) {
+    let found = source::bundled_dir();
+    let ours = found.starts_with(&dir);
+    if found.join("config.json").is_file() {
+        // A checkout's (or $SPECSCOPE_ASSETS') assets, or our own current copy.
+        let current = std::fs::read_to_string(dir.join(MARKER)).ok() == Some(fingerprint());
+        if !ours || current {
+            return None;
+        }
+    }
+    let done = source::unpack_assets(ASSETS, &dir).and_then(|()| {
+        std::fs::write(dir.join(MARKER), fingerprint())
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", dir.join(MARKER).display()))
+    });
+    Some(match done {
         Ok(()) => format!(
             "unpacked the bundled model and prompt sets into {}",
             dir.display()

@@ -265,19 +265,6 @@ impl SurvivalTables {
             .map_or(1.0, |c| c.iter().sum())
     }
 
-    /// E[min(A_B, k)] = Σ_{j ≤ k} S_B(j): what the tables expect of a round of B
-    /// within its first `k` positions.
-    pub fn value_head(
-        &self,
-        block: usize,
-        k: usize,
-        signal: Option<f32>,
-        stratum: Option<&str>,
-    ) -> f64 {
-        self.curve(block, signal, stratum)
-            .map_or(1.0, |c| c.iter().take(k).sum())
-    }
-
     /// S_B(k) for k = 1..=B in the cell (the stratum's table where it has B, else
     /// `all`; a missing signal gets the mean over bins).
     fn curve(&self, block: usize, signal: Option<f32>, stratum: Option<&str>) -> Option<Vec<f64>> {

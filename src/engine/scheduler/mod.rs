@@ -83,6 +83,8 @@ struct Timing {
     start: Instant,
     shape: ForwardShape,
     priced_ms: f64,
+    /// The forward alone (what the screen's measured rates count).
+    forward_ms: f64,
 }
 
 /// What the block policy's clock reads.
@@ -382,19 +384,20 @@ impl Scheduler {
                 start,
                 shape,
                 priced_ms,
+                forward_ms: ms,
             },
         ))
     }
 
     /// The policy learns the forward's time with its signals and verdicts.
     fn learn_cost(&mut self, t: &Timing) {
-        let wall = t.start.elapsed().as_secs_f64() * 1e3;
         let ms = match self.clock {
-            Clock::Wall => wall,
+            Clock::Wall => t.start.elapsed().as_secs_f64() * 1e3,
             Clock::Priced => t.priced_ms,
         };
         self.policy.observe_forward(&t.shape, ms);
-        self.policy.observe_wall(&t.shape, wall);
+        // The forward's own time, as the screen's drafting rate counts it.
+        self.policy.observe_wall(&t.shape, t.forward_ms);
     }
 
     fn choose(

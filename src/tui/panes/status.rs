@@ -1,7 +1,8 @@
 //! The status line: model, device, what decodes, session TPF and tokens/s on the left;
 //! the state markers (slow motion, pause, recording, replay) and the newest notice on
-//! the right. When the line is short the left fields go first (from the end) and a
-//! long notice is cut in the middle: the markers always show.
+//! the right. When the line is short the left fields go first (from the end); a notice
+//! that does not fit whole takes the row above (`draw_notice_row`): the markers always
+//! show.
 
 use ratatui::layout::Rect;
 use ratatui::style::Style;
@@ -143,9 +144,13 @@ pub fn cut_words(text: &str, max: usize, more: &str) -> String {
         return text.to_string();
     }
     let words: Vec<&str> = text.split(' ').collect();
-    let short = |w: &str| match w.rsplit_once('/') {
-        Some((_, name)) if !name.is_empty() => Some(format!("…/{name}")),
-        _ => None,
+    // A path: starts like one or has two slashes (not `rounds/s`, `OWNER/NAME`).
+    let short = |w: &str| {
+        let pathlike = w.starts_with(['/', '~', '.']) || w.matches('/').count() >= 2;
+        match w.rsplit_once('/') {
+            Some((_, name)) if pathlike && !name.is_empty() => Some(format!("…/{name}")),
+            _ => None,
+        }
     };
     // The first words that fit in `budget`, paths by their file names.
     let head = |budget: usize| -> (String, usize) {
