@@ -1798,8 +1798,8 @@ fn cut_at_border(buf: &Buffer) -> Vec<String> {
     cut
 }
 
-#[test]
-fn at_80_columns_titles_and_summaries_shorten_instead_of_being_cut() {
+/// The shipped demo played to its end through the reducer.
+fn demo_played() -> State {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo.jsonl");
     let trace = read_trace(&path).unwrap();
     let mut s = State::new("demo", "cpu", opts());
@@ -1807,6 +1807,12 @@ fn at_80_columns_titles_and_summaries_shorten_instead_of_being_cut() {
     while player.pos < trace.events.len() {
         player.step(&mut s);
     }
+    s
+}
+
+#[test]
+fn at_80_columns_titles_and_summaries_shorten_instead_of_being_cut() {
+    let mut s = demo_played();
     // Walked back to a past round, paused, the chat scrolled up: every title at its
     // longest.
     s.status.paused = true;
@@ -2196,13 +2202,7 @@ fn the_speed_line_says_how_the_ar_side_was_had_at_every_width() {
 /// the last rounds' means (the history's rates line), at every width.
 #[test]
 fn every_tpf_on_screen_is_labelled() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo.jsonl");
-    let trace = read_trace(&path).unwrap();
-    let mut s = State::new("demo", "cpu", opts());
-    let mut player = Player::new(trace.clone(), "demo".into());
-    while player.pos < trace.events.len() {
-        player.step(&mut s);
-    }
+    let mut s = demo_played();
     let mut seen = 0;
     for w in (80..=240).step_by(4) {
         for h in [24, 40] {
