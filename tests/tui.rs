@@ -2202,7 +2202,7 @@ fn the_speed_line_says_how_the_ar_side_was_had_at_every_width() {
 /// the last rounds' means (the history's rates line), at every width.
 #[test]
 fn every_tpf_on_screen_is_labelled() {
-    let mut s = demo_played();
+    let s = demo_played();
     let mut seen = 0;
     for w in (80..=240).step_by(4) {
         for h in [24, 40] {
