@@ -2248,13 +2248,8 @@ fn notices_never_hide_the_mode_or_cut_a_word() {
         "rounds/s",
         "OWNER/NAME",
     ];
-    let mut seed = 5u64;
-    let mut next = |n: usize| {
-        seed = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (seed >> 33) as usize % n
-    };
+    let mut rng = specscope::rng::Rng::new(5);
+    let mut next = |n: usize| (rng.next_u64() % n as u64) as usize;
     for case in 0..150 {
         let text: Vec<&str> = (0..1 + next(16))
             .map(|_| words[next(words.len())])

@@ -348,13 +348,8 @@ mod tests {
     #[test]
     fn ctrl_w_deletes_back_to_whitespace_for_any_word() {
         let pieces = ["end", "?", "Y", "x.y()", "ï", "-", "42", "'s", "::"];
-        let mut seed = 11u64;
-        let mut next = |n: usize| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) as usize % n
-        };
+        let mut rng = crate::rng::Rng::new(11);
+        let mut next = |n: usize| (rng.next_u64() % n as u64) as usize;
         for _ in 0..300 {
             let words: Vec<String> = (0..1 + next(4))
                 .map(|_| {

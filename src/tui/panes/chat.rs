@@ -610,13 +610,8 @@ mod tests {
         let t = Theme::dark();
         let names = ["mean", "values", "x", "sum_of_list", "len(xs)", "return"];
         let prose = ["The", "function", "takes", "a", "list", "called", "and"];
-        let mut seed = 3u64;
-        let mut next = |n: usize| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) as usize % n
-        };
+        let mut rng = crate::rng::Rng::new(3);
+        let mut next = |n: usize| (rng.next_u64() % n as u64) as usize;
         for _ in 0..200 {
             let mut words = Vec::new();
             let mut code_words = Vec::new();
