@@ -15,13 +15,14 @@ use crate::engine::policy::SurvivalTables;
 use crate::engine::{Batching, Mode, NullSink, Scheduler, Submit};
 use crate::model::Model;
 
-/// The configurations a sweep can run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// The configurations a sweep can run. The command line's names (`--configs`) and its
+/// help come from the variants (clap's kebab-case), the JSON's from serde's, the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Config {
     /// AR greedy: the reference output and speed.
     Ar,
-    /// LinearSS at each of the sweep's block sizes.
+    /// LinearSS at each --blocks.
     Linear,
     /// RecGuide, the paper preset: adaptive {8, 16, 32} and branch rows chosen
     /// together, priced at the round's load.
@@ -34,7 +35,7 @@ pub enum Config {
     RecguideThroughput,
     /// The paper preset with the reference's buckets: one forward per block size.
     RecguideBuckets,
-    /// Overlap at each of the sweep's fixed block sizes (adaptive off).
+    /// Overlap at each --blocks (adaptive off).
     RecguideFixed,
     /// Adaptive block size only (overlap off), from the entropy and the previous
     /// round's outcome.
@@ -43,61 +44,14 @@ pub enum Config {
     RecguideAdaptiveEntropy,
     /// Adaptive block size only, one forward per block size (the reference's buckets).
     RecguideAdaptiveBuckets,
-    /// Block diffusion at each of the sweep's block sizes and thresholds (not lossless).
+    /// Block diffusion at each --blocks and --thresholds (fast, not lossless).
     Diffusion,
 }
 
-impl Config {
-    pub const ALL: [Config; 11] = [
-        Config::Ar,
-        Config::Linear,
-        Config::Recguide,
-        Config::RecguideAllRows,
-        Config::RecguideThroughput,
-        Config::RecguideBuckets,
-        Config::RecguideFixed,
-        Config::RecguideAdaptive,
-        Config::RecguideAdaptiveEntropy,
-        Config::RecguideAdaptiveBuckets,
-        Config::Diffusion,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Config::Ar => "ar",
-            Config::Linear => "linear",
-            Config::Recguide => "recguide",
-            Config::RecguideAllRows => "recguide-all-rows",
-            Config::RecguideThroughput => "recguide-throughput",
-            Config::RecguideBuckets => "recguide-buckets",
-            Config::RecguideFixed => "recguide-fixed",
-            Config::RecguideAdaptive => "recguide-adaptive",
-            Config::RecguideAdaptiveEntropy => "recguide-adaptive-entropy",
-            Config::RecguideAdaptiveBuckets => "recguide-adaptive-buckets",
-            Config::Diffusion => "diffusion",
-        }
-    }
-}
-
-impl std::str::FromStr for Config {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Config::ALL
-            .into_iter()
-            .find(|c| c.name() == s)
-            .ok_or_else(|| {
-                let names: Vec<&str> = Config::ALL.iter().map(|c| c.name()).collect();
-                format!(
-                    "unknown configuration '{s}' (expected {})",
-                    names.join(", ")
-                )
-            })
-    }
-}
-
 /// Version of `bench --json`'s layout (a field added keeps it; one renamed or removed
-/// moves it). `plot` reads this version and the unversioned files before it.
-pub const FORMAT_VERSION: u32 = 1;
+/// moves it, and so does one `plot` needs). `plot` reads this version only.
+/// 2: each result carries its configuration's `options` and `batching`.
+pub const FORMAT_VERSION: u32 = 2;
 
 /// A named decoding configuration.
 #[derive(Debug, Clone, Serialize)]
@@ -252,7 +206,12 @@ pub fn configs(
 /// Results of one configuration at one concurrency.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BenchResult {
+    /// The configuration's name (`linear B=32`): a label; what it ran is `options`.
     pub config: String,
+    /// What the configuration decodes with: `plot` reads the mode and block size here.
+    pub options: DecodeOptions,
+    /// How its requests shared forwards.
+    pub batching: Batching,
     pub concurrency: usize,
     pub requests: usize,
     /// Every request's rounds, forwards and tokens added up (decode forwards counted
@@ -308,7 +267,7 @@ pub fn run_config(
         .with_batching(cfg.batching);
     let mut outputs = vec![Vec::new(); prompts.len()];
     let mut ids: Vec<u64> = Vec::new();
-    let mut r = BenchResult::empty(&cfg.name, concurrency, prompts.len());
+    let mut r = BenchResult::empty(cfg, concurrency, prompts.len());
     let mut per_req_tps = 0f64;
     let mut divergences = Vec::new();
     let start = Instant::now();
@@ -355,11 +314,29 @@ pub fn run_config(
     Ok((r, outputs))
 }
 
+/// The configuration of a sweep's table named `name` (blocks 4 to 32; the default
+/// row table; τ = 0.9), for tests that make results by hand.
+#[cfg(test)]
+pub(crate) fn named_config(name: &str) -> BenchConfig {
+    use clap::ValueEnum;
+    let all = configs(
+        Config::value_variants(),
+        &[4, 8, 16, 32],
+        &[RowTable::default()],
+        &[0.9],
+        &DecodeOptions::default(),
+    )
+    .unwrap();
+    all.into_iter().find(|c| c.name == name).unwrap()
+}
+
 impl BenchResult {
     /// Nothing run yet.
-    pub fn empty(config: &str, concurrency: usize, requests: usize) -> Self {
+    pub fn empty(config: &BenchConfig, concurrency: usize, requests: usize) -> Self {
         Self {
-            config: config.to_string(),
+            config: config.name.clone(),
+            options: config.options.clone(),
+            batching: config.batching,
             concurrency,
             requests,
             tally: Tally::default(),
@@ -379,6 +356,33 @@ impl BenchResult {
             pass_tokens_per_sec: Vec::new(),
             identical_to_ar: None,
         }
+    }
+
+    /// The fixed block size of a LinearSS or fixed-B RecGuide configuration.
+    pub fn fixed_block(&self) -> Option<usize> {
+        match (self.options.mode, &self.options.blocks) {
+            (Mode::Linear | Mode::Recguide, Blocks::Fixed(b)) => Some(*b),
+            _ => None,
+        }
+    }
+
+    /// The fixed block size of a LinearSS configuration.
+    pub fn linear_block(&self) -> Option<usize> {
+        self.fixed_block()
+            .filter(|_| self.options.mode == Mode::Linear)
+    }
+
+    /// The canvas length of a block diffusion configuration.
+    pub fn diffusion_canvas(&self) -> Option<usize> {
+        match (self.options.mode, &self.options.blocks) {
+            (Mode::Diffusion, Blocks::Fixed(b)) => Some(*b),
+            _ => None,
+        }
+    }
+
+    /// The paper preset as `bench --configs recguide` runs it (packed forwards).
+    pub fn is_paper_recguide(&self) -> bool {
+        self.options.preset() == Some(Preset::Paper) && self.batching == Batching::Packed
     }
 
     /// Adds another timed run of the same configuration (a repeat): times add up, the
@@ -407,12 +411,12 @@ pub fn pass_spread(results: &[BenchResult]) -> String {
         let at: Vec<&BenchResult> = results.iter().filter(|r| r.concurrency == c).collect();
         let Some(best) = at
             .iter()
-            .filter(|r| r.config.starts_with("linear"))
+            .filter(|r| r.linear_block().is_some())
             .max_by(|a, b| a.tokens_per_sec.total_cmp(&b.tokens_per_sec))
         else {
             continue;
         };
-        for r in at.iter().filter(|r| !r.config.starts_with("linear")) {
+        for r in at.iter().filter(|r| r.linear_block().is_none()) {
             let mut per_pass: Vec<f64> = r
                 .pass_tokens_per_sec
                 .iter()
@@ -471,20 +475,18 @@ pub fn table(results: &[BenchResult]) -> String {
     cs.dedup();
     for c in cs {
         let at: Vec<&BenchResult> = results.iter().filter(|r| r.concurrency == c).collect();
-        let ar = at
-            .iter()
-            .find(|r| r.config == "ar")
-            .map(|r| r.tokens_per_sec);
-        let ar_modeled = at
-            .iter()
-            .find(|r| r.config == "ar")
-            .map(|r| r.modeled_tokens_per_sec);
+        let ar = at.iter().find(|r| r.options.mode == Mode::Ar);
+        let ar_modeled = ar.map(|r| r.modeled_tokens_per_sec);
+        let ar = ar.map(|r| r.tokens_per_sec);
         let best_lin = at
             .iter()
-            .filter(|r| r.config.starts_with("linear"))
+            .filter(|r| r.linear_block().is_some())
             .map(|r| r.tokens_per_sec)
             .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))));
-        let l32 = at.iter().find(|r| r.config == "linear B=32").map(|r| r.tpf);
+        let l32 = at
+            .iter()
+            .find(|r| r.linear_block() == Some(32))
+            .map(|r| r.tpf);
         for r in at {
             let hits: (usize, usize) = r
                 .tally
@@ -573,10 +575,10 @@ mod tests {
 
     #[test]
     fn share_table_lists_adaptive_configurations_only() {
-        let mut a = BenchResult::empty("recguide", 4, 1);
+        let mut a = BenchResult::empty(&named_config("recguide"), 4, 1);
         a.tally.blocks.insert(8, 1);
         a.tally.blocks.insert(32, 3);
-        let mut f = BenchResult::empty("linear B=8", 4, 1);
+        let mut f = BenchResult::empty(&named_config("linear B=8"), 4, 1);
         f.tally.blocks.insert(8, 9);
         let s = share_table(&[f.clone(), a]);
         assert!(
@@ -591,7 +593,7 @@ mod tests {
     fn configurations_are_typed_and_named() {
         let kinds: Vec<Config> = ["ar", "linear", "recguide", "recguide-throughput"]
             .iter()
-            .map(|k| k.parse().unwrap())
+            .map(|k| <Config as clap::ValueEnum>::from_str(k, false).unwrap())
             .collect();
         let base = DecodeOptions::default();
         let cfgs = configs(&kinds, &[8, 16], &[RowTable::default()], &[0.9], &base).unwrap();
@@ -608,8 +610,6 @@ mod tests {
         );
         assert_eq!(cfgs[3].options.preset(), Some(Preset::Paper));
         assert_eq!(cfgs[4].options.preset(), Some(Preset::Throughput));
-        let err = "warp".parse::<Config>().unwrap_err();
-        assert!(err.contains("recguide-throughput"), "{err}");
         let err = configs(
             &[Config::Linear],
             &[0],
@@ -625,7 +625,7 @@ mod tests {
         BenchResult {
             tokens_per_sec: passes.iter().sum::<f64>() / passes.len() as f64,
             pass_tokens_per_sec: passes.to_vec(),
-            ..BenchResult::empty(config, 1, 1)
+            ..BenchResult::empty(&named_config(config), 1, 1)
         }
     }
 

@@ -12,23 +12,10 @@ use specscope::bench::sweep::{
 use specscope::engine::options::{DecodeOptions, DEFAULT_RISK_THRESHOLD};
 use specscope::engine::overlap::RowTable;
 use specscope::engine::policy::SurvivalTables;
+use specscope::engine::Mode;
 
-use super::decode::{names, ROW_TABLES};
+use super::decode::variants;
 use super::ModelArgs;
-
-pub const CONFIGS: &[&str] = &[
-    "ar",
-    "linear",
-    "recguide",
-    "recguide-all-rows",
-    "recguide-throughput",
-    "recguide-buckets",
-    "recguide-fixed",
-    "recguide-adaptive",
-    "recguide-adaptive-entropy",
-    "recguide-adaptive-buckets",
-    "diffusion",
-];
 
 #[derive(Debug, Clone, Args)]
 pub struct BenchArgs {
@@ -36,18 +23,12 @@ pub struct BenchArgs {
     pub model: ModelArgs,
     #[command(flatten)]
     pub prompts: super::PromptFileArgs,
-    /// Configurations: ar, linear (each --blocks), recguide (the paper preset),
-    /// recguide-all-rows (every branch row at every load), recguide-throughput (the throughput preset), recguide-buckets (the reference's
-    /// one forward per block size), recguide-fixed (overlap at each --blocks),
-    /// recguide-adaptive (adaptive block size, no overlap), recguide-adaptive-entropy
-    /// (the same from the verifier's entropy alone), recguide-adaptive-buckets (the
-    /// same with one forward per block size), diffusion (block diffusion at each
-    /// --blocks and --thresholds: fast, not lossless).
+    /// Configurations to run, comma-separated (`--help` says what each one is).
     #[arg(
         long,
         alias = "modes",
         value_delimiter = ',',
-        value_parser = names::<Config>(CONFIGS),
+        value_parser = variants::<Config>(),
         default_value = "ar,linear,recguide"
     )]
     pub configs: Vec<Config>,
@@ -58,7 +39,7 @@ pub struct BenchArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        value_parser = names::<RowTable>(ROW_TABLES),
+        value_parser = variants::<RowTable>(),
         default_value = "conditional-rank"
     )]
     pub row_tables: Vec<RowTable>,
@@ -162,7 +143,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         let ar_out = cfgs
             .iter()
             .zip(&at_c)
-            .find(|(cfg, _)| cfg.name == "ar")
+            .find(|(cfg, _)| cfg.options.mode == Mode::Ar)
             .and_then(|(_, r)| r.as_ref().map(|(_, out)| out.clone()));
         for (mut r, out) in at_c.into_iter().flatten() {
             r.identical_to_ar = ar_out.as_ref().map(|want| *want == out);

@@ -110,8 +110,8 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
     let loaded = args.model.load()?;
     let prompts = args.prompts.encode(&records, &loaded)?;
     let cpu_args = ModelArgs {
-        device: "cpu".into(),
-        dtype: "f32".into(),
+        device: model::DeviceChoice::Cpu,
+        dtype: model::DtypeChoice::F32,
         ..args.model.clone()
     };
     let cpu = cpu_args.load().context("loading the f32 CPU reference")?;

@@ -2,9 +2,10 @@
 //! what the flags change. Every default comes from `engine::options`.
 
 use anyhow::Result;
-use clap::builder::{PossibleValuesParser, TypedValueParser};
-use clap::Args;
-use serde::de::DeserializeOwned;
+use std::ffi::OsStr;
+
+use clap::builder::{EnumValueParser, PossibleValue, TypedValueParser};
+use clap::{Args, ValueEnum};
 
 use specscope::engine::cost::Pricing;
 use specscope::engine::options::{
@@ -14,42 +15,42 @@ use specscope::engine::options::{
 use specscope::engine::overlap::RowTable;
 use specscope::engine::Mode;
 
-/// A parser for an engine enum from its names (kebab or snake case), with the names
-/// listed in `--help`.
-pub fn names<T: DeserializeOwned + Clone + Send + Sync + 'static>(
-    names: &'static [&'static str],
-) -> impl TypedValueParser<Value = T> {
-    PossibleValuesParser::new(names).try_map(|s: String| {
-        // The engine's enums are snake_case or kebab-case in serde: try both spellings.
-        let parse = |v: &str| serde_json::from_value::<T>(serde_json::Value::String(v.into()));
-        parse(&s.replace('-', "_"))
-            .or_else(|_| parse(&s))
-            .map_err(|e| format!("{s}: {e}"))
-    })
+/// The parser of an engine enum's flag: the names clap derives from its variants
+/// (kebab-case, listed with their help in `--help`), snake_case accepted too as
+/// recordings and labels spell them (`two_plus_new`).
+#[derive(Clone)]
+pub struct Variants<T: ValueEnum + Clone + Send + Sync + 'static>(EnumValueParser<T>);
+
+pub fn variants<T: ValueEnum + Clone + Send + Sync + 'static>() -> Variants<T> {
+    Variants(EnumValueParser::new())
 }
 
-pub const MODES: &[&str] = &["ar", "linear", "recguide", "diffusion"];
-pub const ROW_TABLES: &[&str] = &[
-    "multi",
-    "two-plus-new",
-    "conditional-rank",
-    "no-p3",
-    "p1-conditional-new",
-    "corrections",
-];
-pub const PRESETS: &[&str] = &["paper", "throughput"];
+impl<T: ValueEnum + Clone + Send + Sync + 'static> TypedValueParser for Variants<T> {
+    type Value = T;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &OsStr,
+    ) -> Result<T, clap::Error> {
+        let kebab = value.to_str().map(|s| s.replace('_', "-"));
+        let value = kebab.as_deref().map_or(value, OsStr::new);
+        self.0.parse_ref(cmd, arg, value)
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
+        self.0.possible_values()
+    }
+}
 
 #[derive(Debug, Clone, Args)]
 pub struct DecodeArgs {
-    /// The RecGuide policy: `paper` (B ∈ {8, 16, 32} and branch rows chosen together
-    /// at the round's load by the cost profile's prices: drafts every round, the
-    /// default) or `throughput` (AR steps and 4-token drafts allowed too; priced by
-    /// this machine, a measured regime: drafting or AR steps, whichever delivered more).
-    #[arg(long, value_parser = names::<Preset>(PRESETS), default_value = "paper")]
+    /// The RecGuide policy (the flags below change what it sets).
+    #[arg(long, value_parser = variants::<Preset>(), default_value = "paper")]
     pub preset: Preset,
-    /// ar, linear (LinearSS), recguide, or diffusion (block diffusion: fast, not
-    /// lossless; its canvas length is --block).
-    #[arg(long, value_parser = names::<Mode>(MODES), default_value = "recguide")]
+    /// The decoding mode (diffusion's canvas length is --block).
+    #[arg(long, value_parser = variants::<Mode>(), default_value = "recguide")]
     pub mode: Mode,
     /// Fixed block size B: LinearSS's, RecGuide's instead of adaptive, and block
     /// diffusion's canvas length L [default: 32].
@@ -81,7 +82,7 @@ pub struct DecodeArgs {
     /// positions the draft has: correction rows (P1–P3, the draft's next choices at a
     /// risky position) and the continuation row (the block after a full accept); the
     /// tables are described in docs/decisions.md ("Default row table") and src/engine/overlap.rs.
-    #[arg(long, value_parser = names::<RowTable>(ROW_TABLES), default_value = "conditional-rank")]
+    #[arg(long, value_parser = variants::<RowTable>(), default_value = "conditional-rank")]
     pub row_table: RowTable,
     /// Sampling temperature (0 = greedy, lossless).
     #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
@@ -154,24 +155,38 @@ mod tests {
     use super::*;
     use specscope::bench::sweep::Config;
 
-    /// Every name a flag lists parses to its enum (kebab- and snake-case enums alike).
+    /// Every variant parses from its kebab name and its snake_case one, and the
+    /// snake_case one is serde's (what recordings and bench JSON write).
     #[test]
-    fn every_listed_name_parses() {
-        fn check<T: DeserializeOwned + Clone + Send + Sync + 'static>(
-            list: &'static [&'static str],
-        ) {
+    fn every_variant_parses_in_both_spellings() {
+        fn check<
+            T: ValueEnum
+                + serde::Serialize
+                + Clone
+                + Send
+                + Sync
+                + PartialEq
+                + std::fmt::Debug
+                + 'static,
+        >() {
             let cmd = clap::Command::new("t");
-            let p = names::<T>(list);
-            for n in list {
-                assert!(
-                    p.parse_ref(&cmd, None, std::ffi::OsStr::new(n)).is_ok(),
-                    "{n} does not parse"
-                );
+            let p = variants::<T>();
+            for v in T::value_variants() {
+                let kebab = v.to_possible_value().unwrap().get_name().to_string();
+                let snake = kebab.replace('-', "_");
+                for n in [&kebab, &snake] {
+                    let got = p.parse_ref(&cmd, None, OsStr::new(n)).unwrap();
+                    assert_eq!(&got, v, "{n}");
+                }
+                let serde = serde_json::to_value(v).unwrap();
+                let serde = serde.as_str().unwrap().replace('-', "_");
+                assert_eq!(serde, snake, "serde and clap name {v:?} alike");
             }
+            assert!(p.parse_ref(&cmd, None, OsStr::new("nonsense")).is_err());
         }
-        check::<Mode>(MODES);
-        check::<RowTable>(ROW_TABLES);
-        check::<Preset>(PRESETS);
-        check::<Config>(super::super::bench::CONFIGS);
+        check::<Mode>();
+        check::<RowTable>();
+        check::<Preset>();
+        check::<Config>();
     }
 }

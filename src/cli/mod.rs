@@ -68,16 +68,15 @@ pub struct ModelArgs {
     /// Hub revision (branch, tag or commit) when --model is a hub id.
     #[arg(long)]
     pub revision: Option<String>,
-    /// cpu, cuda or auto (CUDA when compiled in and present).
-    #[arg(long, default_value = "auto", value_parser = ["cpu", "cuda", "auto"])]
-    pub device: String,
+    /// Where the model runs.
+    #[arg(long, value_enum, default_value_t)]
+    pub device: model::DeviceChoice,
     /// Do not attach the checkpoint's linear_spec_lora/ draft adapter.
     #[arg(long)]
     pub no_lora: bool,
-    /// Compute dtype of the weights: auto (the checkpoint's on CUDA, f32 on the CPU),
-    /// f32, bf16 or f16. Norms, softmax and logits accumulate in f32.
-    #[arg(long, default_value = "auto", value_parser = ["auto", "f32", "bf16", "f16"])]
-    pub dtype: String,
+    /// Compute dtype of the weights (norms, softmax and logits accumulate in f32).
+    #[arg(long, value_enum, default_value_t)]
+    pub dtype: model::DtypeChoice,
 }
 
 /// A loaded checkpoint with everything the subcommands print about it.
@@ -102,8 +101,8 @@ impl ModelArgs {
         for n in &files.notes {
             eprintln!("specscope: {n}");
         }
-        let device = select_device(&self.device)?;
-        let dtype = model::compute_dtype(&self.dtype, &device, model::file_dtype(&files))?;
+        let device = select_device(self.device)?;
+        let dtype = model::compute_dtype(self.dtype, &device, model::file_dtype(&files));
         let opts = LoadOptions {
             lora: !self.no_lora,
             dtype,
@@ -165,7 +164,7 @@ impl Loaded {
 }
 
 /// The device `--device` asks for; says so when `auto` falls back to the CPU.
-pub fn select_device(want: &str) -> Result<Device> {
+pub fn select_device(want: model::DeviceChoice) -> Result<Device> {
     let (device, note) = model::select_device(want)?;
     if let Some(n) = note {
         eprintln!("specscope: {n}");

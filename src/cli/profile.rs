@@ -83,7 +83,7 @@ pub fn run(args: ProfileArgs) -> Result<()> {
     ensure!(args.repeats > 0, "--repeats must be at least 1");
     let bundled = model::source::bundled_dir().join("config.json").is_file();
     let (model, label) = if args.synthetic || (args.model.model.is_none() && !bundled) {
-        let device = super::select_device(&args.model.device)?;
+        let device = super::select_device(args.model.device)?;
         let spec = Spec::small_4m();
         (
             synthetic::build_model(&spec, &device)?,

@@ -27,8 +27,9 @@ pub const DEFAULT_MAX_NEW_TOKENS: usize = 256;
 /// (the reference's and vLLM's default).
 pub const DEFAULT_THRESHOLD: f32 = 0.9;
 
-/// The two policies users choose between.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+/// The two policies users choose between (`--preset`'s names and help come from the
+/// variants).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum Preset {
     /// The paper's RecGuide: B ∈ {8, 16, 32} and the branch rows chosen together by
@@ -43,15 +44,6 @@ pub enum Preset {
 }
 
 impl Preset {
-    pub const ALL: [Preset; 2] = [Preset::Paper, Preset::Throughput];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Preset::Paper => "paper",
-            Preset::Throughput => "throughput",
-        }
-    }
-
     /// The options this preset decodes with (RecGuide).
     pub fn options(self) -> DecodeOptions {
         let paper = DecodeOptions {
@@ -208,16 +200,19 @@ impl DecodeOptions {
     /// The preset these options are, if they are one (`max_new_tokens` and sampling
     /// aside).
     pub fn preset(&self) -> Option<Preset> {
-        Preset::ALL.into_iter().find(|p| {
-            let o = p.options();
-            o.mode == self.mode
-                && o.blocks == self.blocks
-                && o.overlap == self.overlap
-                && o.cost_aware == self.cost_aware
-                && o.row_table == self.row_table
-                && o.outcome_signal == self.outcome_signal
-                && o.risk_threshold == self.risk_threshold
-        })
+        <Preset as clap::ValueEnum>::value_variants()
+            .iter()
+            .copied()
+            .find(|p| {
+                let o = p.options();
+                o.mode == self.mode
+                    && o.blocks == self.blocks
+                    && o.overlap == self.overlap
+                    && o.cost_aware == self.cost_aware
+                    && o.row_table == self.row_table
+                    && o.outcome_signal == self.outcome_signal
+                    && o.risk_threshold == self.risk_threshold
+            })
     }
 
     /// `RecGuide adaptive {8,16,32} +overlap`, `LinearSS fixed 16`, `AR`: the one label

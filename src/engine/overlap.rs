@@ -8,8 +8,10 @@ use super::round::Verdict;
 use super::signals::PosSignals;
 use crate::model::{AttnRule, LogitSel, Row};
 
-/// Which branch rows to build for a given number of crossings (reference §2.4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+/// Which branch rows to build for a given number of crossings (reference §2.4). The
+/// command line spells a table in kebab-case (`two-plus-new`), recordings and labels
+/// in snake_case (`two_plus_new`): both derived from the variant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum RowTable {
     /// ≤ 2 crossings: corrections + continuation; ≥ 3: P1, P2, P3.

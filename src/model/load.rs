@@ -55,18 +55,22 @@ impl Default for LoadOptions {
 
 /// The compute dtype for `--dtype`: `auto` keeps the checkpoint's dtype on CUDA (bf16
 /// for NLD) and uses f32 on the CPU.
-pub fn compute_dtype(want: &str, device: &Device, file_dtype: Option<DType>) -> Result<DType> {
-    Ok(match want {
-        "f32" => DType::F32,
-        "bf16" => DType::BF16,
-        "f16" => DType::F16,
-        "auto" if device.is_cpu() => DType::F32,
-        "auto" => match file_dtype {
+pub fn compute_dtype(
+    want: super::DtypeChoice,
+    device: &Device,
+    file_dtype: Option<DType>,
+) -> DType {
+    use super::DtypeChoice;
+    match want {
+        DtypeChoice::F32 => DType::F32,
+        DtypeChoice::Bf16 => DType::BF16,
+        DtypeChoice::F16 => DType::F16,
+        DtypeChoice::Auto if device.is_cpu() => DType::F32,
+        DtypeChoice::Auto => match file_dtype {
             Some(d @ (DType::BF16 | DType::F16)) => d,
             _ => DType::BF16,
         },
-        other => bail!("--dtype {other}: expected auto, f32, bf16 or f16"),
-    })
+    }
 }
 
 /// Layers the weights hold: one more than the largest `encoder.layers.N.` index.

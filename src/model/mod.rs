@@ -97,17 +97,38 @@ fn check_special_ids(tok: &TextTokenizer, cfg: &Config, files: &ModelFiles) -> R
     Ok(())
 }
 
+/// Where the model runs (`--device`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum DeviceChoice {
+    /// CUDA when compiled in and present, else the CPU.
+    #[default]
+    Auto,
+    Cpu,
+    Cuda,
+}
+
+/// The weights' compute dtype (`--dtype`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum DtypeChoice {
+    /// The checkpoint's bf16/f16 on CUDA, f32 on the CPU.
+    #[default]
+    Auto,
+    F32,
+    Bf16,
+    F16,
+}
+
 /// CPU unless CUDA is compiled in and present; with a note for the user when `auto`
 /// falls back to the CPU.
-pub fn select_device(want: &str) -> Result<(Device, Option<String>)> {
+pub fn select_device(want: DeviceChoice) -> Result<(Device, Option<String>)> {
     match want {
-        "cpu" => Ok((Device::Cpu, None)),
-        "cuda" | "auto" => {
+        DeviceChoice::Cpu => Ok((Device::Cpu, None)),
+        DeviceChoice::Cuda | DeviceChoice::Auto => {
             #[cfg(feature = "cuda")]
             {
                 match cuda::open(0) {
                     Ok(d) => Ok((d, None)),
-                    Err(e) if want == "auto" => Ok((
+                    Err(e) if want == DeviceChoice::Auto => Ok((
                         Device::Cpu,
                         Some(format!("no usable CUDA device ({e}); running on the CPU")),
                     )),
@@ -118,12 +139,11 @@ pub fn select_device(want: &str) -> Result<(Device, Option<String>)> {
             }
             #[cfg(not(feature = "cuda"))]
             {
-                if want == "cuda" {
+                if want == DeviceChoice::Cuda {
                     anyhow::bail!("--device cuda: this build has no CUDA support (rebuild with --features cuda)");
                 }
                 Ok((Device::Cpu, None))
             }
         }
-        other => anyhow::bail!("--device {other}: expected cpu, cuda or auto"),
     }
 }

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use crate::bench::sweep::BenchResult;
 use crate::engine::cost::{CostModel, Profile};
 use crate::engine::events::{BranchKind, BranchOutcome, RoundRecord};
+use crate::engine::Mode;
 
 /// Rounds by tokens advanced, split into full blocks and the rest: `full[a]`,
 /// `partial[a]` = rounds that advanced `a` tokens.
@@ -82,17 +83,6 @@ impl Acceptance {
     }
 }
 
-/// The block size a bench configuration name states (`linear B=32` → 32).
-pub fn block_of(config: &str) -> Option<usize> {
-    config
-        .split("B=")
-        .nth(1)?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
-}
-
 /// The result figure 1 reads from a bench: `config` at its lowest concurrency, or the
 /// largest fixed LinearSS block at the lowest concurrency.
 pub fn pick_result<'a>(
@@ -110,8 +100,9 @@ pub fn pick_result<'a>(
     }
     let linear = results
         .iter()
-        .filter(|r| r.config.starts_with("linear"))
-        .max_by_key(|r| (block_of(&r.config), std::cmp::Reverse(r.concurrency)));
+        .filter_map(|r| Some((r.linear_block()?, r)))
+        .max_by_key(|(b, r)| (*b, std::cmp::Reverse(r.concurrency)))
+        .map(|(_, r)| r);
     linear
         .map(|r| r.config.clone())
         .and_then(|c| lowest(&c))
@@ -120,7 +111,7 @@ pub fn pick_result<'a>(
 
 /// Figure 1 from a bench result (a fixed block: advancing B tokens is a full block).
 pub fn acceptance_from_bench(r: &BenchResult) -> Acceptance {
-    let block = block_of(&r.config);
+    let block = r.fixed_block();
     let families = r
         .accept_hist_by_family
         .iter()
@@ -187,8 +178,8 @@ pub fn position_curve(block: usize, accepted: &[usize], ended: &[usize]) -> Posi
 /// Figure 2 from a bench: each fixed LinearSS block at its lowest concurrency.
 pub fn positions_from_bench(results: &[BenchResult]) -> Vec<PositionCurve> {
     let mut by_block: BTreeMap<usize, &BenchResult> = BTreeMap::new();
-    for r in results.iter().filter(|r| r.config.starts_with("linear")) {
-        if let Some(b) = block_of(&r.config) {
+    for r in results {
+        if let Some(b) = r.linear_block() {
             let e = by_block.entry(b).or_insert(r);
             if r.concurrency < e.concurrency {
                 *e = r;
@@ -278,7 +269,7 @@ pub fn throughput(results: &[BenchResult]) -> Vec<ConcurrencySeries> {
             r.modeled_tokens_per_sec,
         );
         by.entry(r.config.clone()).or_default().push(p);
-        if r.config.starts_with("linear") {
+        if r.linear_block().is_some() {
             let e = best.entry(r.concurrency).or_insert((0.0, 0.0, 0.0));
             *e = (
                 e.0.max(r.tokens_per_sec),
@@ -319,12 +310,7 @@ pub fn faithfulness(results: &[BenchResult]) -> Vec<(String, Vec<(f64, f64)>)> {
     let mut out = Vec::new();
     for r in &at {
         if r.tally.ar_judged > 0 {
-            if let Some(l) = r
-                .config
-                .strip_prefix("diffusion L=")
-                .and_then(|s| s.split(' ').next())
-                .and_then(|s| s.parse().ok())
-            {
+            if let Some(l) = r.diffusion_canvas() {
                 diffusion
                     .entry(l)
                     .or_default()
@@ -350,16 +336,16 @@ pub fn faithfulness(results: &[BenchResult]) -> Vec<(String, Vec<(f64, f64)>)> {
 pub fn speedup(results: &[BenchResult]) -> Vec<(String, Vec<(usize, f64)>)> {
     let Some(rg) = results
         .iter()
-        .find(|r| r.config == "recguide")
-        .or_else(|| results.iter().find(|r| r.config.starts_with("recguide")))
+        .find(|r| r.is_paper_recguide())
+        .or_else(|| results.iter().find(|r| r.options.mode == Mode::Recguide))
         .map(|r| r.config.clone())
     else {
         return Vec::new();
     };
     let mut by: BTreeMap<usize, Vec<(usize, f64)>> = BTreeMap::new();
-    for lin in results.iter().filter(|r| r.config.starts_with("linear")) {
+    for lin in results {
         let (Some(b), Some(r)) = (
-            block_of(&lin.config),
+            lin.linear_block(),
             results
                 .iter()
                 .find(|r| r.config == rg && r.concurrency == lin.concurrency),
@@ -395,7 +381,7 @@ pub fn block_shares(results: &[BenchResult]) -> Option<BlockShares> {
     let adaptive = results
         .iter()
         .find(|r| r.tally.blocks.len() > 1)
-        .or_else(|| results.iter().find(|r| r.config.starts_with("recguide")))?;
+        .or_else(|| results.iter().find(|r| r.options.mode == Mode::Recguide))?;
     let config = adaptive.config.clone();
     let mut by_c: Vec<(usize, Vec<(usize, f64)>)> = results
         .iter()
@@ -545,15 +531,13 @@ mod tests {
         assert_eq!(h.rounds(), 4);
         assert!((h.share_above(16) - 0.5).abs() < 1e-12);
         assert!((h.share_failing_within(8) - 0.5).abs() < 1e-12);
-        assert_eq!(block_of("linear B=32"), Some(32));
-        assert_eq!(block_of("recguide adaptive"), None);
     }
 
     fn modeled(config: &str, c: usize, tps: f64, modeled: f64) -> BenchResult {
         BenchResult {
             tokens_per_sec: tps,
             modeled_tokens_per_sec: modeled,
-            ..BenchResult::empty(config, c, 1)
+            ..BenchResult::empty(&crate::bench::sweep::named_config(config), c, 1)
         }
     }
 

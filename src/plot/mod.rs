@@ -58,12 +58,9 @@ fn check_results(results: &[BenchResult]) -> Result<()> {
     let most = 1usize << 32;
     for r in results {
         let what = format!("result `{}` at C = {}", r.config, r.concurrency);
-        if let Some(b) = data::block_of(&r.config) {
-            anyhow::ensure!(
-                (1..=MAX_BLOCK).contains(&b),
-                "{what}: block size {b} is outside 1 to {MAX_BLOCK}"
-            );
-        }
+        r.options
+            .validate()
+            .with_context(|| format!("{what}: its options"))?;
         anyhow::ensure!(
             (1..=1 << 20).contains(&r.concurrency),
             "{what}: concurrency {} is not a load a bench runs",
@@ -103,9 +100,13 @@ pub struct BenchFile {
 }
 
 #[derive(Deserialize)]
-struct BenchJson {
+struct BenchVersion {
     #[serde(default)]
     format_version: Option<u32>,
+}
+
+#[derive(Deserialize)]
+struct BenchJson {
     model: String,
     results: Vec<BenchResult>,
     #[serde(default)]
@@ -125,12 +126,20 @@ fn source(file: &Path, model: String, p: Option<crate::Provenance>) -> Source {
 }
 
 fn read_json<T: serde::de::DeserializeOwned>(path: &Path, what: &str) -> Result<T> {
+    parse_json(path, &read_text(path, what)?, what)
+}
+
+fn read_text(path: &Path, what: &str) -> Result<String> {
     let text = crate::read_bounded(path, 256 << 20)
         .with_context(|| format!("cannot read the {what} {}", path.display()))?;
     if text.trim().is_empty() {
         bail!("{}: empty file, not a {what}", path.display());
     }
-    serde_json::from_str(&text).with_context(|| {
+    Ok(text)
+}
+
+fn parse_json<T: serde::de::DeserializeOwned>(path: &Path, text: &str, what: &str) -> Result<T> {
+    serde_json::from_str(text).with_context(|| {
         format!(
             "{}: not a {what} (expected the JSON it writes)",
             path.display()
@@ -140,17 +149,25 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path, what: &str) -> Result<
 
 /// Reads a `specscope bench --json` file.
 pub fn read_bench(path: &Path) -> Result<BenchFile> {
-    let b: BenchJson = read_json(path, "bench result file (`specscope bench --json`)")?;
-    if let Some(v) = b
-        .format_version
-        .filter(|v| *v > crate::bench::sweep::FORMAT_VERSION)
-    {
-        bail!(
-            "{}: bench format version {v} is newer than this specscope reads ({})",
+    let what = "bench result file (`specscope bench --json`)";
+    // The version first: an older file fails on what it lacks, not on serde's words.
+    let text = read_text(path, what)?;
+    let v: BenchVersion = parse_json(path, &text, what)?;
+    let want = crate::bench::sweep::FORMAT_VERSION;
+    match v.format_version {
+        Some(v) if v > want => bail!(
+            "{}: bench format version {v} is newer than this specscope reads ({want})",
+            path.display()
+        ),
+        Some(v) if v == want => {}
+        v => bail!(
+            "{}: bench format version {} does not record each configuration's options; \
+             run the bench again to plot it (this specscope reads version {want})",
             path.display(),
-            crate::bench::sweep::FORMAT_VERSION
-        );
+            v.map_or("1 (unversioned)".to_string(), |v| v.to_string())
+        ),
     }
+    let b: BenchJson = parse_json(path, &text, what)?;
     if b.results.is_empty() {
         bail!("{}: the bench file holds no results", path.display());
     }

@@ -1,6 +1,6 @@
 //! Session statistics folded from events: the same numbers for a live session, a
 //! replay and `specscope trace summary`. Each request's rounds are rebuilt from its
-//! events into the engine's own [`RoundTally`] and counted by the same [`Tally`], so
+//! events by the one [`Assembler`] and counted by the engine's own [`Tally`], so
 //! `run`, `bench` and a recording of the same requests agree.
 
 use std::collections::{BTreeMap, HashMap};
@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 
 use super::TraceEvent;
 use crate::engine::events::{
-    count_in, hist_mean, ratio, BlockTally, BranchOutcome, DecodeEvent, Phase, RequestId,
-    RoundTally, StopReason, Tally,
+    count_in, hist_mean, ratio, Assembler, DecodeEvent, OrderError, Phase, RequestId, StopReason,
+    Tally,
 };
 
 /// Acceptance lengths of one prompt family.
@@ -280,24 +280,25 @@ impl Summary {
 struct Open {
     family: String,
     tally: Tally,
-    /// The round being assembled from its events.
-    round: RoundTally,
-    /// Block diffusion: the block written, as `(steps, block, AR's tokens)`.
-    written: Option<(usize, Vec<u32>, Vec<u32>)>,
 }
 
 /// Folds events into a [`Summary`]: finished requests count with the engine's own
-/// statistics, requests still open (live, or cut off) with their rounds rebuilt.
+/// statistics, requests still open (live, or cut off) with the rounds [`Assembler`]
+/// rebuilt from their events.
 #[derive(Debug, Clone, Default)]
 pub struct SummaryBuilder {
     done: Summary,
     open: HashMap<RequestId, Open>,
+    rounds: Assembler,
 }
 
 impl SummaryBuilder {
     pub fn push(&mut self, e: &TraceEvent) {
         match e {
-            TraceEvent::Decode(d) => self.push_decode(d),
+            TraceEvent::Decode(d) => {
+                // An event out of round order is left out (`trace::validate` refuses it).
+                let _out_of_order = self.push_decode(d);
+            }
             TraceEvent::Session(_) => {}
         }
     }
@@ -316,8 +317,10 @@ impl SummaryBuilder {
         s
     }
 
-    #[allow(clippy::too_many_lines)] // one arm per decode event kind
-    pub fn push_decode(&mut self, e: &DecodeEvent) {
+    /// Takes one event; an event out of round order is left out, and its error
+    /// returned.
+    pub fn push_decode(&mut self, e: &DecodeEvent) -> Result<(), OrderError> {
+        let round = self.rounds.push(e)?;
         let s = &mut self.done;
         match e {
             DecodeEvent::RequestStarted { req, family, .. } => {
@@ -330,86 +333,21 @@ impl SummaryBuilder {
                     },
                 );
             }
-            DecodeEvent::BlockChosen { req, block, .. } => {
-                if let Some(o) = self.open.get_mut(req) {
-                    o.round = RoundTally {
-                        block: *block,
-                        ..RoundTally::default()
-                    };
-                }
-            }
-            DecodeEvent::Drafted {
-                req, block, reused, ..
-            } => {
-                if let Some(o) = self.open.get_mut(req) {
-                    o.round.block = block.len();
-                    o.round.reused = reused.is_some();
-                    o.round.drafted = reused.is_none();
-                }
-            }
-            DecodeEvent::BranchesBuilt { req, branches, .. } => {
-                if let Some(o) = self.open.get_mut(req) {
-                    o.round.branches = branches.iter().map(|b| b.kind).collect();
-                    o.round.branch_tokens = branches.iter().map(|b| b.tokens).sum();
-                }
-            }
-            DecodeEvent::Verified {
-                req,
-                accepted,
-                verifier_tokens,
-                ..
-            } => {
-                if let Some(o) = self.open.get_mut(req) {
-                    o.round.block = verifier_tokens.len();
-                    // The whole verdict's advance, cut at `Committed`.
-                    o.round.advance = accepted + 1;
-                }
-            }
-            DecodeEvent::BranchResolved { req, outcome, .. } => {
-                if let (Some(o), BranchOutcome::Hit { kind, .. }) =
-                    (self.open.get_mut(req), outcome)
-                {
-                    o.round.hit = Some(*kind);
-                }
-            }
-            DecodeEvent::BlockWritten {
-                req,
-                block,
-                steps,
-                ar,
-                ..
-            } => {
-                if let Some(o) = self.open.get_mut(req) {
-                    let n = steps.iter().copied().max().unwrap_or(0);
-                    o.written = Some((n, block.clone(), ar.clone()));
-                }
-            }
             DecodeEvent::Committed {
-                req, round, tokens, ..
+                req,
+                round: n,
+                tokens,
+                ..
             } => {
                 if let Some(o) = self.open.get_mut(req) {
-                    o.tally.record_commit(tokens.len(), *round == 0);
-                    if let Some((steps, block, ar)) = o.written.take() {
-                        // A diffusion block counts what it committed, as the engine does.
+                    o.tally.record_commit(tokens.len(), *n == 0);
+                    // A round counts what it committed (a verdict cut at the answer's
+                    // end, a diffusion block), as the engine counts it.
+                    if let Some(r) = round {
                         let f = s.families.entry(o.family.clone()).or_default();
                         f.rounds += 1;
-                        count_in(&mut f.hist, tokens.len());
-                        o.tally.record_block(&BlockTally {
-                            block: block.len(),
-                            steps,
-                            advance: tokens.len(),
-                            agree: BlockTally::agreeing(tokens, &ar),
-                        });
-                    } else if *round > 0 {
-                        // A round advances what it committed: the verdict cut at the
-                        // answer's end, as the engine counts it.
-                        let mut r = std::mem::take(&mut o.round);
-                        r.ended = crate::engine::round::ended_inside(tokens.len(), r.advance);
-                        r.advance = tokens.len();
-                        let f = s.families.entry(o.family.clone()).or_default();
-                        f.rounds += 1;
-                        count_in(&mut f.hist, r.advance);
-                        o.tally.record_round(&r);
+                        count_in(&mut f.hist, r.committed.len());
+                        r.count_in(&mut o.tally);
                     }
                 }
             }
@@ -448,9 +386,8 @@ impl SummaryBuilder {
                     s.tally += &o.tally;
                 }
             }
-            DecodeEvent::Prefilled { .. }
-            | DecodeEvent::EngineState { .. }
-            | DecodeEvent::Denoised { .. } => {}
+            _ => {}
         }
+        Ok(())
     }
 }

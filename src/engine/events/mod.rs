@@ -7,9 +7,11 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
+pub mod assemble;
 mod rounds;
 mod stats;
 
+pub use assemble::{Assembler, OrderError, Round};
 pub use rounds::{round_records, RoundRecord};
 pub use stats::{
     add_hist, count_in, hist_mean, keyed, ratio, BlockTally, RequestStats, RoundTally, Tally,
@@ -24,8 +26,8 @@ pub const EVENT_VERSION: u32 = 5;
 /// Identifies a request for its whole life.
 pub type RequestId = u64;
 
-/// Decoding mode of a request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// Decoding mode of a request (`--mode`'s names and help come from the variants).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum Mode {
     /// AR greedy: one causal token per forward (the reference output).
@@ -602,6 +604,21 @@ impl DecodeEvent {
             | DecodeEvent::RequestFinished { req, .. } => Some(*req),
             DecodeEvent::Error { req, .. } => *req,
             DecodeEvent::Forward { .. } | DecodeEvent::EngineState { .. } => None,
+        }
+    }
+
+    /// The round an event belongs to, when it belongs to one.
+    pub fn round(&self) -> Option<usize> {
+        match self {
+            DecodeEvent::BlockChosen { round, .. }
+            | DecodeEvent::Drafted { round, .. }
+            | DecodeEvent::BranchesBuilt { round, .. }
+            | DecodeEvent::Verified { round, .. }
+            | DecodeEvent::BranchResolved { round, .. }
+            | DecodeEvent::Denoised { round, .. }
+            | DecodeEvent::BlockWritten { round, .. }
+            | DecodeEvent::Committed { round, .. } => Some(*round),
+            _ => None,
         }
     }
 }

@@ -1,9 +1,11 @@
 //! Rounds read back from an event stream (a run's sink or a recording): one record per
 //! verified block with what the analyses need (acceptance, the first rejection and the
-//! draft's view of it, the branch outcome). `eval` and `plot` are built on it.
+//! draft's view of it, the branch outcome), from the rounds [`Assembler`] yields.
+//! `eval` and `plot` are built on it.
 
 use std::collections::HashMap;
 
+use super::assemble::{Assembler, Draft, Round};
 use super::{BranchKind, BranchOutcome, DecodeEvent, RequestId};
 
 /// One verified round.
@@ -74,131 +76,91 @@ impl RoundRecord {
     }
 }
 
-/// Every verified round in `events`, in order. Requests may interleave.
-#[allow(clippy::too_many_lines)] // the round assembler: one arm per event kind in recording order
+impl RoundRecord {
+    /// The record of a verified round, and the rejected token whose `misplaced` needs
+    /// the tokens committed after it: `(its position in the request's output, the
+    /// token drafted there)`. `None` for a diffusion round (nothing verified).
+    fn of(r: &Round) -> Option<(RoundRecord, Option<(usize, u32)>)> {
+        let v = r.verdict.as_ref()?;
+        let empty = Draft::default();
+        let d = r.draft.as_ref().unwrap_or(&empty); // an AR step has no draft
+        let at = |q: usize| q.checked_sub(1);
+        let margin_at_reject = v
+            .first_reject
+            .and_then(at)
+            .and_then(|i| d.margins.get(i).copied());
+        let second_choice_right = v.first_reject.and_then(at).and_then(|i| {
+            let pos = d.detail.get(i)?;
+            let verifier = v.verifier_tokens.get(i)?;
+            Some(pos.top.get(1).is_some_and(|t| t.0 == *verifier))
+        });
+        // A repeat is known now; the tokens on from the rejection once the request
+        // has committed them (block position 0 is the seed, the last token committed
+        // before this round).
+        let mut misplaced = None;
+        let mut due = None;
+        if let Some(q) = v.first_reject.filter(|&q| q > 0 && q < d.block.len()) {
+            let repeat = d.block[q] == d.block[q - 1];
+            misplaced = Some(repeat);
+            if let (Some(seed_at), false) = (r.committed_before.checked_sub(1), repeat) {
+                due = Some((seed_at + q, d.block[q]));
+            }
+        }
+        let judged_len = v.first_reject.unwrap_or(d.detail.len()).min(d.detail.len());
+        let judged = d.detail[..judged_len]
+            .iter()
+            .zip(&v.verifier_tokens)
+            .filter_map(|(pos, t)| pos.top.first().map(|top| (top.1, top.0 == *t)))
+            .collect();
+        let mut rec = RoundRecord {
+            req: r.req,
+            family: r.family.clone(),
+            round: r.round,
+            block: d.block.len().max(1),
+            advance: v.accepted + 1,
+            ended: false,
+            first_reject: v.first_reject,
+            margin_at_reject,
+            second_choice_right,
+            misplaced,
+            judged,
+            risky: d.risky.clone(),
+            reused: d.reused,
+            built: r.branches.iter().map(|b| b.kind).collect(),
+            branches: r.outcome,
+        };
+        rec.end_after(r.committed.len());
+        Some((rec, due))
+    }
+}
+
+/// Every verified round in `events` that committed, in order ([`Assembler`] reads
+/// them). Requests may interleave.
 pub fn round_records<'a>(events: impl IntoIterator<Item = &'a DecodeEvent>) -> Vec<RoundRecord> {
-    let mut family: HashMap<RequestId, String> = HashMap::new();
-    let mut drafts: HashMap<RequestId, &'a DecodeEvent> = HashMap::new();
-    let mut built: HashMap<RequestId, Vec<BranchKind>> = HashMap::new();
+    let mut rounds = Assembler::default();
     let mut out: Vec<RoundRecord> = Vec::new();
-    // Index in `out` of each request's last round, for its branch outcome.
-    let mut last: HashMap<RequestId, usize> = HashMap::new();
-    // Whether each round in `out` committed: a recording cut off after a verdict
-    // holds a round that did not, which the statistics (like `trace summary`) drop.
-    let mut has_commit: Vec<bool> = Vec::new();
     // Each request's committed tokens, and the rejections whose `misplaced` needs the
     // tokens committed after them: (index in `out`, position of the rejected token in
     // the request's output, the token drafted there).
     let mut committed: HashMap<RequestId, Vec<u32>> = HashMap::new();
     let mut pending: Vec<(usize, usize, u32)> = Vec::new();
     for e in events {
-        match e {
-            DecodeEvent::RequestStarted {
-                req,
-                family: Some(f),
-                ..
-            } => {
-                family.insert(*req, f.clone());
-            }
-            DecodeEvent::Drafted { req, .. } => {
-                drafts.insert(*req, e);
-            }
-            DecodeEvent::BranchesBuilt { req, branches, .. } => {
-                built.insert(*req, branches.iter().map(|b| b.kind).collect());
-            }
-            DecodeEvent::Verified {
-                req,
-                round,
-                accepted,
-                first_reject,
-                verifier_tokens,
-                ..
-            } => {
-                let draft = drafts.remove(req);
-                let (drafted, margins, detail, risky, reused) = match draft {
-                    Some(DecodeEvent::Drafted {
-                        block,
-                        margins,
-                        detail,
-                        risky,
-                        reused,
-                        ..
-                    }) => (
-                        block.as_slice(),
-                        margins.as_slice(),
-                        detail.as_slice(),
-                        risky.clone(),
-                        *reused,
-                    ),
-                    // An AR step verifies its one token without a draft.
-                    _ => (&[][..], &[][..], &[][..], Vec::new(), None),
-                };
-                let block = drafted.len().max(1);
-                let at = |q: usize| q.checked_sub(1);
-                let margin_at_reject = first_reject
-                    .and_then(at)
-                    .and_then(|i| margins.get(i).copied());
-                let second_choice_right = first_reject.and_then(at).and_then(|i| {
-                    let pos = detail.get(i)?;
-                    let verifier = verifier_tokens.get(i)?;
-                    Some(pos.top.get(1).is_some_and(|t| t.0 == *verifier))
-                });
-                // A repeat is known now; the tokens on from the rejection once the
-                // request has committed them (block position 0 is the seed, the last
-                // token committed so far).
-                let mut misplaced = None;
-                if let Some(q) = first_reject.filter(|&q| q > 0 && q < drafted.len()) {
-                    let repeat = drafted[q] == drafted[q - 1];
-                    misplaced = Some(repeat);
-                    let seed_at = committed.get(req).map_or(0, Vec::len).checked_sub(1);
-                    if let (Some(seed_at), false) = (seed_at, repeat) {
-                        pending.push((out.len(), seed_at + q, drafted[q]));
-                    }
-                }
-                let judged_len = first_reject.unwrap_or(detail.len()).min(detail.len());
-                let judged = detail[..judged_len]
-                    .iter()
-                    .zip(verifier_tokens)
-                    .filter_map(|(pos, v)| pos.top.first().map(|t| (t.1, t.0 == *v)))
-                    .collect();
-                last.insert(*req, out.len());
-                has_commit.push(false);
-                out.push(RoundRecord {
-                    req: *req,
-                    family: family.get(req).cloned(),
-                    round: *round,
-                    block,
-                    advance: accepted + 1,
-                    ended: false,
-                    first_reject: *first_reject,
-                    margin_at_reject,
-                    second_choice_right,
-                    misplaced,
-                    judged,
-                    risky,
-                    reused,
-                    built: built.remove(req).unwrap_or_default(),
-                    branches: None,
-                });
-            }
-            DecodeEvent::Committed {
-                req, round, tokens, ..
-            } => {
-                committed.entry(*req).or_default().extend(tokens);
-                if let Some(&i) = last.get(req) {
-                    if out[i].round == *round {
-                        out[i].end_after(tokens.len());
-                        has_commit[i] = true;
-                    }
-                }
-            }
-            DecodeEvent::BranchResolved { req, outcome, .. } => {
-                if let Some(&i) = last.get(req) {
-                    out[i].branches = Some(*outcome);
-                }
-            }
-            _ => {}
+        if let DecodeEvent::Committed { req, tokens, .. } = e {
+            committed.entry(*req).or_default().extend(tokens);
         }
+        let Some((rec, due)) = rounds
+            .push(e)
+            .ok()
+            .flatten()
+            .as_ref()
+            .and_then(RoundRecord::of)
+        else {
+            continue;
+        };
+        if let Some((at, token)) = due {
+            pending.push((out.len(), at, token));
+        }
+        out.push(rec);
     }
     for (i, at, token) in pending {
         if out[i].first_reject.is_none() {
@@ -211,16 +173,26 @@ pub fn round_records<'a>(events: impl IntoIterator<Item = &'a DecodeEvent>) -> V
             out[i].misplaced = None; // the answer ended before it could be due
         }
     }
-    out.into_iter()
-        .zip(has_commit)
-        .filter_map(|(r, c)| c.then_some(r))
-        .collect()
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::engine::events::PosView;
+
+    /// `request_started` (the assembler reads no round of a request before it).
+    fn started(req: RequestId, family: Option<&str>) -> DecodeEvent {
+        DecodeEvent::RequestStarted {
+            req,
+            mode: crate::engine::Mode::Linear,
+            blocks: crate::engine::Blocks::Fixed(4),
+            overlap: false,
+            prompt_tokens: 3,
+            max_new_tokens: 8,
+            family: family.map(str::to_string),
+        }
+    }
 
     fn pos(top: &[(u32, f32)]) -> PosView {
         PosView {
@@ -244,15 +216,8 @@ mod tests {
             rows: None,
         };
         let events = vec![
-            DecodeEvent::RequestStarted {
-                req: 1,
-                mode: crate::engine::Mode::Linear,
-                blocks: crate::engine::Blocks::Fixed(4),
-                overlap: false,
-                prompt_tokens: 3,
-                max_new_tokens: 8,
-                family: Some("math".into()),
-            },
+            started(1, Some("math")),
+            started(2, None),
             drafted(
                 1,
                 vec![5, 6, 7, 8],
@@ -354,7 +319,7 @@ mod tests {
             ]
         };
         // The request's tokens: 10 11 12 13 14 15 16 17 18.
-        let mut events = vec![commit(0, &[10])];
+        let mut events = vec![started(1, None), commit(0, &[10])];
         events.extend(round(1, vec![10, 11, 11, 12], 2)); // repeats 11
         events.push(commit(1, &[11, 12]));
         events.extend(round(2, vec![12, 14, 15], 1)); // 14 is due one place on
@@ -381,6 +346,7 @@ mod tests {
         // agrees with positions 3 and 4 and rejects 5, after the answer's end.
         let detail = |c: f32| pos(&[(7, c), (8, 0.9 - c)]);
         let events = vec![
+            started(1, None),
             DecodeEvent::Committed {
                 req: 1,
                 round: 0,
@@ -444,7 +410,7 @@ mod tests {
         );
         // A round that keeps all it advanced has not ended.
         let mut whole = events.clone();
-        whole[4] = DecodeEvent::Committed {
+        whole[5] = DecodeEvent::Committed {
             req: 1,
             round: 1,
             tokens: vec![6, 2, 1, 1, 4],

@@ -30,9 +30,12 @@ pub fn acceptance(a: &Acceptance, caption: &str, pal: &Palette) -> Result<String
                 .map(|i| (h.full[i] + h.partial[i]) as f64 / rounds)
                 .fold(0.0, f64::max)
                 .max(0.05);
+            // The panels share the x axis: only the last one names it, below its own
+            // tick labels, so no axis title runs into the next panel's ticks.
+            let last = k + 1 == n;
             let mut chart = ChartBuilder::on(area)
                 .margin(6)
-                .x_label_area_size(28)
+                .x_label_area_size(if last { 40 } else { 22 })
                 .y_label_area_size(56)
                 .build_cartesian_2d(0.5f64..max_a as f64 - 0.5, 0f64..top * 1.15)
                 .map_err(err)?;
@@ -47,7 +50,11 @@ pub fn acceptance(a: &Acceptance, caption: &str, pal: &Palette) -> Result<String
                         format!("{v:.0}")
                     }
                 })
-                .x_desc("tokens advanced (accepted drafts + 1)")
+                .x_desc(if last {
+                    "tokens advanced (accepted drafts + 1)"
+                } else {
+                    ""
+                })
                 .y_desc(format!("{} rounds", h.label))
                 .y_label_formatter(&|v| format!("{:.0}%", 100.0 * v))
                 .axis_desc_style((FONT, 13))
@@ -92,12 +99,28 @@ pub fn acceptance(a: &Acceptance, caption: &str, pal: &Palette) -> Result<String
                     )
                 });
             if k == 0 {
-                legend(&mut chart, SeriesLabelPosition::UpperLeft, pal)?;
+                // The side whose upper half holds less of the bars: the legend covers
+                // none of the tall ones.
+                let half = h.full.len() / 2;
+                let tall = |r: std::ops::Range<usize>| {
+                    r.filter(|&i| (h.full[i] + h.partial[i]) as f64 / rounds > top * 0.5)
+                        .count()
+                };
+                let at = if tall(0..half) <= tall(half..h.full.len()) {
+                    SeriesLabelPosition::UpperLeft
+                } else {
+                    SeriesLabelPosition::UpperRight
+                };
+                legend(&mut chart, at, pal)?;
             }
         }
         Ok(())
     })
 }
+
+/// Figure 2 draws a position only when this many rounds reached it: a rate from a
+/// handful of rounds is noise drawn as a cliff.
+const MIN_REACHED: usize = 10;
 
 /// Figure 2: P(position i accepted | reached), one line per block size.
 pub fn positions(
@@ -109,19 +132,32 @@ pub fn positions(
     svg(|root| {
         let body = frame(
             root,
-            &format!("Per-position acceptance: P(position i accepted | reached), {what}"),
+            &format!(
+                "Per-position acceptance: P(position i accepted | reached), {what}\n(positions reached by at least {MIN_REACHED} rounds)"
+            ),
             caption,
             pal,
         )?;
+        // Positions fewer than MIN_REACHED rounds reached are left out, and the legend
+        // says how many rounds each block size had.
         let series: Vec<Series> = curves
             .iter()
             .enumerate()
-            .map(|(i, c)| Series {
-                label: format!("B = {}", c.block),
-                color: pal.series(i),
-                points: c.points.iter().map(|p| (p.0 as f64, p.1)).collect(),
-                thin: false,
-                marker: Some(i),
+            .filter_map(|(i, c)| {
+                let rounds = c.points.first()?.2;
+                let points: Vec<(f64, f64)> = c
+                    .points
+                    .iter()
+                    .filter(|p| p.2 >= MIN_REACHED)
+                    .map(|p| (p.0 as f64, p.1))
+                    .collect();
+                (!points.is_empty()).then(|| Series {
+                    label: format!("B = {} ({rounds} rounds)", c.block),
+                    color: pal.series(i),
+                    points,
+                    thin: false,
+                    marker: Some(i),
+                })
             })
             .collect();
         let max_pos = curves.iter().map(|c| c.block).max().unwrap_or(2) as f64;
@@ -396,16 +432,17 @@ pub fn block_shares(b: &BlockShares, caption: &str, pal: &Palette) -> Result<Str
             .margin(8)
             .x_label_area_size(36)
             .y_label_area_size(60)
-            .build_cartesian_2d(-0.5f64..n as f64 - 0.5, 0f64..1.0)
+            // A column right of the bars holds the legend, so it covers none of them.
+            .build_cartesian_2d(-0.5f64..n as f64 + 0.4, 0f64..1.0)
             .map_err(err)?;
         let labels: Vec<String> = b.by_c.iter().map(|(c, _)| format!("C = {c}")).collect();
         chart
             .configure_mesh()
             .disable_x_mesh()
             .light_line_style(WHITE)
-            .x_labels(n.max(1))
+            .x_labels(n + 1)
             .x_label_formatter(&|v| category(&labels, *v))
-            .y_desc("share of rounds")
+            .y_desc("share of rounds (smallest B at the bottom)")
             .y_label_formatter(&|v| format!("{:.0}%", 100.0 * v))
             .axis_desc_style((FONT, 13))
             .draw()
@@ -421,11 +458,14 @@ pub fn block_shares(b: &BlockShares, caption: &str, pal: &Palette) -> Result<Str
                     let below: f64 = shares.iter().filter(|x| x.0 < block).map(|x| x.1).sum();
                     let own = shares.iter().find(|x| x.0 == block)?.1;
                     let x = i as f64;
-                    Some(Rectangle::new(
-                        [(x - 0.35, below), (x + 0.35, below + own)],
-                        fill,
-                    ))
+                    let at = [(x - 0.35, below), (x + 0.35, below + own)];
+                    // An outline parts segments whose colours a grey print merges.
+                    Some([
+                        Rectangle::new(at, fill),
+                        Rectangle::new(at, BLACK.stroke_width(1)),
+                    ])
                 })
+                .flatten()
                 .collect();
             // The size written on each segment that has room: readable without colour.
             let texts: Vec<Text<(f64, f64), String>> = b
@@ -460,6 +500,9 @@ pub fn block_shares(b: &BlockShares, caption: &str, pal: &Palette) -> Result<Str
     })
 }
 
+/// Most requests the block timeline names in a legend.
+const LEGEND_MOST: usize = 8;
+
 /// Figure 5 from a recording: each round's block size in session order, by request.
 pub fn block_timeline(
     t: &[(u64, Vec<(usize, usize)>)],
@@ -473,14 +516,22 @@ pub fn block_timeline(
             caption,
             pal,
         )?;
+        // Requests take turns in colour and marker; a legend names them only while
+        // it stays short (a session of 30 requests would cover the plot).
+        let named = t.len() <= LEGEND_MOST;
         let series: Vec<Series> = t
             .iter()
             .enumerate()
             .map(|(i, (req, pts))| {
                 let points = pts.iter().map(|&(r, b)| (r as f64, b as f64)).collect();
+                let label = if named {
+                    format!("request {req}")
+                } else {
+                    String::new()
+                };
                 Series {
                     thin: true,
-                    ..Series::nth(i, format!("request {req}"), points, pal)
+                    ..Series::nth(i, label, points, pal)
                 }
             })
             .collect();
@@ -488,13 +539,18 @@ pub fn block_timeline(
             series.iter().flat_map(|s| s.points.iter().map(|p| p.0)),
             true,
         );
-        let y = range(
-            series.iter().flat_map(|s| s.points.iter().map(|p| p.1)),
-            true,
-        );
+        let top = series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.1))
+            .fold(1.0, f64::max);
+        let y = 0.0..top * 1.1;
         lines(
             &Lines {
-                title: String::new(),
+                title: if named {
+                    String::new()
+                } else {
+                    format!("{} requests, one colour and marker each in turn", t.len())
+                },
                 x_desc: "round (session order)",
                 y_desc: "block size B",
                 x,
@@ -521,7 +577,11 @@ pub fn branches(
     pal: &Palette,
 ) -> Result<String> {
     svg(|root| {
-        let mut title = format!("Branch rows and the first rejection: {}", b.what);
+        let mut title = match reject {
+            Some(_) => format!("Branch rows and the first rejection: {}", b.what),
+            // A bench records no draft margins: the second panel needs a recording.
+            None => format!("Branch rows: {}", b.what),
+        };
         if let Some(r) = reject {
             title.push_str(&format!(
                 "\n{} rejections: the verifier took the draft's 2nd choice in {:.0}%; the draft's margin was below {risk_threshold} in {:.0}%",

@@ -246,27 +246,35 @@ fn lines(
             .iter()
             .map(|&(x, y)| (if log_x { x.max(1e-9).log2() } else { x }, y))
             .collect();
-        chart
-            .draw_series(LineSeries::new(xs.clone(), style))
-            .map_err(err)?
-            .label(s.label.clone())
-            .legend(move |(x, y)| {
-                // A fitted curve's legend has no marker: a blank one keeps one type.
-                let glyph = match s.marker {
-                    Some(m) => marker(m, (0, 0), color),
-                    None => glyph("", (0, 0), color),
-                };
-                EmptyElement::at((x + 10, y))
-                    + PathElement::new(vec![(-10, 0), (10, 0)], style)
-                    + glyph
-            });
+        let line = LineSeries::new(xs.clone(), style);
+        // A series without a label stays out of the legend.
+        if s.label.is_empty() {
+            chart.draw_series(line).map_err(err)?;
+        } else {
+            chart
+                .draw_series(line)
+                .map_err(err)?
+                .label(s.label.clone())
+                .legend(move |(x, y)| {
+                    // A fitted curve's legend has no marker: a blank one keeps one type.
+                    let glyph = match s.marker {
+                        Some(m) => marker(m, (0, 0), color),
+                        None => glyph("", (0, 0), color),
+                    };
+                    EmptyElement::at((x + 10, y))
+                        + PathElement::new(vec![(-10, 0), (10, 0)], style)
+                        + glyph
+                });
+        }
         if let Some(m) = s.marker {
             chart
                 .draw_series(xs.iter().map(|&p| marker(m, p, color)))
                 .map_err(err)?;
         }
     }
-    legend(&mut chart, at, pal)?;
+    if series.iter().any(|s| !s.label.is_empty()) {
+        legend(&mut chart, at, pal)?;
+    }
     Ok(())
 }
 
@@ -280,9 +288,13 @@ fn legend_place(series: &[Series], l: &Lines, plot: (u32, u32)) -> (SeriesLabelP
         .map(|s| s.label.chars().count())
         .max()
         .unwrap_or(0);
+    let named = series.iter().filter(|s| !s.label.is_empty()).count();
+    if named == 0 {
+        return (SeriesLabelPosition::UpperRight, l.y.end);
+    }
     let (pw, ph) = (plot.0.max(1) as f64, plot.1.max(1) as f64);
     let bw = ((44.0 + 6.2 * chars as f64) / pw).min(0.95);
-    let bh = ((10.0 + 16.0 * series.len() as f64) / ph).min(0.9);
+    let bh = ((10.0 + 16.0 * named as f64) / ph).min(0.9);
     let (x, y) = (&l.x, &l.y);
     let mut pts: Vec<(f64, f64)> = Vec::new();
     for s in series {

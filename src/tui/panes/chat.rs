@@ -9,125 +9,13 @@ use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 use unicode_width::UnicodeWidthChar;
 
-use super::{pane, Fit};
+use super::pane;
+use super::text::{wrap, wrap_indented, Fit};
 use crate::engine::events::Origin;
 use crate::tui::action::Action;
 use crate::tui::keymap::Keymap;
 use crate::tui::state::{Role, State, Turn, TurnStatus};
 use crate::tui::theme::Theme;
-
-/// A space that does not break: words joined by it wrap together (drawn as a space).
-pub const NBSP: char = '\u{a0}';
-
-/// Wraps styled pieces to `width` columns at spaces where possible; `\n` breaks.
-/// Continuation lines start with `indent` (a list item's hanging indent) plus the
-/// leading spaces of their own line, so a wrapped line of code stays inside its
-/// block's indentation (at most half the width).
-pub fn wrap_indented(
-    pieces: &[(String, Style)],
-    width: usize,
-    indent: usize,
-) -> Vec<Line<'static>> {
-    let width = width.max(indent + 1);
-    let mut lines: Vec<Vec<(String, Style)>> = vec![Vec::new()];
-    let mut col = 0usize;
-    // Words keep their trailing spaces; a word wider than the line is cut. A word
-    // ends at a space or `\n`, not where a piece does, so styled pieces inside a word
-    // (a token coloured by its origin before a ",") wrap together.
-    let mut words: Vec<(Vec<(String, Style)>, bool)> = Vec::new(); // (segments, newline-after)
-    let mut word: Vec<(String, Style)> = Vec::new();
-    for (text, style) in pieces {
-        for c in text.chars() {
-            if c == '\n' {
-                words.push((std::mem::take(&mut word), true));
-            } else {
-                push_piece(Some(&mut word), c.to_string(), *style);
-                if c == ' ' {
-                    words.push((std::mem::take(&mut word), false));
-                }
-            }
-        }
-    }
-    if !word.is_empty() {
-        words.push((word, false));
-    }
-    // The leading spaces of the current line, while only spaces have been placed.
-    let (mut lead, mut at_start) = (0usize, true);
-    let new_line = |lines: &mut Vec<Vec<(String, Style)>>, col: &mut usize, hang: usize| {
-        lines.push(Vec::new());
-        if hang > 0 {
-            push_piece(lines.last_mut(), " ".repeat(hang), Style::default());
-        }
-        *col = hang;
-    };
-    let width_of = |t: &str| -> usize { t.chars().map(|c| c.width().unwrap_or(0)).sum() };
-    for (segs, nl) in words {
-        let hang = (indent + lead).min(width / 2).max(indent);
-        let text: String = segs.iter().map(|(t, _)| t.as_str()).collect();
-        if at_start && text == " " {
-            lead += 1;
-        } else if !text.is_empty() {
-            at_start = false;
-        }
-        let tw = width_of(text.trim_end_matches(' '));
-        // Spaces never start a row: past the edge they are clipped, not carried over.
-        if tw > 0 && col > hang && col + tw > width {
-            new_line(&mut lines, &mut col, hang);
-        }
-        if tw > width - hang {
-            // Hard-break a long word (its trailing space stays on the row).
-            for (seg, style) in segs {
-                let mut chunk = String::new();
-                for c in seg.chars() {
-                    let cw = c.width().unwrap_or(0);
-                    // Never before a space (it stays, clipped), nor on an empty row.
-                    if col + cw > width && col > hang && c != ' ' && c != NBSP {
-                        push_piece(lines.last_mut(), std::mem::take(&mut chunk), style);
-                        new_line(&mut lines, &mut col, hang);
-                    }
-                    chunk.push(c);
-                    col += cw;
-                }
-                push_piece(lines.last_mut(), chunk, style);
-            }
-        } else {
-            col += width_of(&text);
-            for (seg, style) in segs {
-                push_piece(lines.last_mut(), seg, style);
-            }
-        }
-        if nl {
-            lines.push(Vec::new());
-            col = 0;
-            (lead, at_start) = (0, true);
-        }
-    }
-    lines
-        .into_iter()
-        .map(|spans| {
-            Line::from(
-                spans
-                    .into_iter()
-                    .map(|(t, s)| Span::styled(t.replace(NBSP, " "), s))
-                    .collect::<Vec<_>>(),
-            )
-        })
-        .collect()
-}
-
-/// Wraps styled pieces to `width` columns.
-pub fn wrap(pieces: &[(String, Style)], width: usize) -> Vec<Line<'static>> {
-    wrap_indented(pieces, width, 0)
-}
-
-fn push_piece(line: Option<&mut Vec<(String, Style)>>, text: String, style: Style) {
-    if let (Some(line), false) = (line, text.is_empty()) {
-        match line.last_mut() {
-            Some((t, s)) if *s == style => t.push_str(&text),
-            _ => line.push((text, style)),
-        }
-    }
-}
 
 fn origin_style(o: Origin, t: &Theme) -> Style {
     match o {

@@ -7,9 +7,9 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
-use super::chat::{wrap_indented, NBSP};
 use super::history::speed_words;
 use super::pane;
+use super::text::{wrap_indented, NBSP};
 use crate::tui::keymap::Keymap;
 use crate::tui::state::{HelpPage, Level, State};
 use crate::tui::theme::Theme;

@@ -12,7 +12,8 @@ use ratatui::widgets::{Paragraph, Widget};
 use ratatui::Frame;
 use unicode_width::UnicodeWidthStr;
 
-use super::{pane, Fit};
+use super::pane;
+use super::text::Fit;
 use crate::tui::state::{RoundView, Sample, State};
 use crate::tui::theme::Theme;
 

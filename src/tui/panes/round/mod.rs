@@ -9,9 +9,10 @@ use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 use unicode_width::UnicodeWidthStr;
 
-use super::chat::{wrap, wrap_indented, NBSP};
+use super::pane;
+use super::text::Fit;
+use super::text::{wrap, wrap_indented, NBSP};
 use super::visible_token;
-use super::{pane, Fit};
 use crate::engine::events::{PosView, Rule, StopReason};
 use crate::engine::overlap::{BranchKind, BranchOutcome, MissReason};
 use crate::tui::action::Action;

@@ -1,7 +1,6 @@
 //! Recordings: a live session recorded through the real app loop replays to the same
 //! transcript and statistics; malformed files fail with FILE:LINE (a cut-off tail
 //! replays with a warning); the reader never panics on arbitrary bytes.
-#![allow(clippy::unwrap_used, clippy::too_many_lines)] // test code: a panic is the failure, a scenario reads top to bottom
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -1,10 +1,9 @@
 //! Training: the objective on a toy config, and the bundled model it produced.
-#![allow(clippy::unwrap_used, clippy::too_many_lines)] // test code: a panic is the failure, a scenario reads top to bottom
 
-mod common;
+use crate::common;
 
+use crate::common::{checkpoint, load, rel_err, run_row, tokens};
 use candle_core::{DType, Device, IndexOp, Tensor};
-use common::{checkpoint, load, rel_err, run_row, tokens};
 use specscope::engine::generate_ar;
 use specscope::model::synthetic::Spec;
 use specscope::model::{self, AttnRule, LogitSel, ModelSource, Row};

@@ -2,7 +2,6 @@
 //! the empty chat introduces the model, answers stream in slow motion with a draft in
 //! the round pane round after round and branch rows among them, pause and step work,
 //! quitting leaves the shell intact; at 80×24 too.
-#![allow(clippy::unwrap_used, clippy::too_many_lines)] // test code: a panic is the failure, a scenario reads top to bottom
 
 use std::process::Command;
 use std::time::{Duration, Instant};

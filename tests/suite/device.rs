@@ -3,9 +3,8 @@
 //! were skipped; `scripts/gpu-check.sh` runs them with `SPECSCOPE_TEST_DEVICE=cuda`.
 //! The host-transfer test also runs on the CPU through the tensor-op path, which is
 //! what a GPU falls back to.
-#![allow(clippy::unwrap_used, clippy::too_many_lines)] // test code: a panic is the failure, a scenario reads top to bottom
 
-mod common;
+use crate::common;
 
 use candle_core::{Device, Tensor};
 use specscope::engine::signals::{self, device_signals, signals_of, HostReads};

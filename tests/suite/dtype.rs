@@ -2,9 +2,8 @@
 //! the great majority of positions), and every mode stays exactly AR greedy within
 //! bf16. The device comes from `SPECSCOPE_TEST_DEVICE` (`cuda` on a GPU machine; the
 //! CPU otherwise).
-#![allow(clippy::unwrap_used, clippy::too_many_lines)] // test code: a panic is the failure, a scenario reads top to bottom
 
-mod common;
+use crate::common;
 
 use candle_core::{DType, IndexOp};
 use specscope::engine::{

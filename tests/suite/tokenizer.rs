@@ -1,5 +1,4 @@
 //! Tokenizer, chat template and streaming detokenizer.
-#![allow(clippy::unwrap_used, clippy::too_many_lines)] // test code: a panic is the failure, a scenario reads top to bottom
 
 use specscope::model::synthetic::{self, Spec};
 use specscope::model::{ChatMessage, ModelSource, TextTokenizer};

@@ -2,9 +2,8 @@
 //! or tensor, or it loads and decodes; never a panic, a hang, an allocation in
 //! proportion to an absurd number, or a silent wrong answer. A mutation loop over the
 //! toy checkpoint's config.json generates cases (`SPECSCOPE_MUTATIONS` sets how many).
-#![allow(clippy::unwrap_used, clippy::too_many_lines)] // test code: a panic is the failure, a scenario reads top to bottom
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -1,9 +1,8 @@
 //! `specscope plot`: every figure from a small bench JSON, a recording and a profile
 //! made by the binary on the toy checkpoint; each SVG parsed and checked for its
 //! series, labels and source caption (no golden pixels). Bad inputs fail naming them.
-#![allow(clippy::unwrap_used, clippy::too_many_lines)] // test code: a panic is the failure, a scenario reads top to bottom
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -209,7 +208,11 @@ fn bad_or_empty_inputs_are_errors_naming_the_file() {
     let junk = dir.path().join("junk.json");
     std::fs::write(&junk, "{\"model\": 3").unwrap();
     let no_results = dir.path().join("none.json");
-    std::fs::write(&no_results, r#"{"model": "m", "results": []}"#).unwrap();
+    std::fs::write(
+        &no_results,
+        r#"{"format_version": 2, "model": "m", "results": []}"#,
+    )
+    .unwrap();
     let out = dir.path().join("figs");
     for (flag, file, needle) in [
         ("--bench", &empty, "empty file"),
@@ -235,22 +238,34 @@ fn bad_or_empty_inputs_are_errors_naming_the_file() {
     assert!(!out.exists() || std::fs::read_dir(&out).unwrap().next().is_none());
 }
 
-/// Bench files with numbers no bench writes (a block size past 256 in a label, a
-/// count of 2^64 − 1, a load of 0, a negative rate) or control characters in their
-/// provenance: a clean error naming the file, or figures that are well-formed XML;
-/// never a hang.
+/// Bench files with numbers no bench writes (a block size past 256 in a
+/// configuration's options, a count of 2^64 − 1, a load of 0, a negative rate), an
+/// older or newer format, or control characters in their provenance: a clean error
+/// naming the file, or figures that are well-formed XML; never a hang.
 #[test]
 fn hostile_bench_files_are_refused_or_drawn_as_valid_xml() {
-    use specscope::bench::sweep::BenchResult;
+    use clap::ValueEnum;
+    use specscope::bench::sweep::{configs, BenchResult, Config};
+    use specscope::engine::overlap::RowTable;
     let dir = tempfile::tempdir().unwrap();
+    let table = configs(
+        Config::value_variants(),
+        &[8],
+        &[RowTable::default()],
+        &[],
+        &Default::default(),
+    )
+    .unwrap();
     let good = |config: &str, c: usize| {
-        let mut r = BenchResult::empty(config, c, 1);
+        let cfg = table.iter().find(|x| x.name == config).unwrap();
+        let mut r = BenchResult::empty(cfg, c, 1);
         r.tokens_per_sec = 100.0;
         r.modeled_tokens_per_sec = 50.0;
         r.tpf = 2.0;
         serde_json::to_value(r).unwrap()
     };
     let base = serde_json::json!({
+        "format_version": specscope::bench::sweep::FORMAT_VERSION,
         "model": "m",
         "results": [good("ar", 1), good("linear B=8", 1), good("recguide", 1)],
         "provenance": {"command": "specscope bench", "machine": "x", "date": "2026-12-05"}
@@ -259,15 +274,29 @@ fn hostile_bench_files_are_refused_or_drawn_as_valid_xml() {
     let mutations: Vec<(&str, Mutation)> = vec![
         (
             "B=0",
-            Box::new(|v| v["results"][1]["config"] = "linear B=0".into()),
+            Box::new(|v| v["results"][1]["options"]["blocks"] = serde_json::json!({"fixed": 0})),
         ),
         (
             "B=257",
-            Box::new(|v| v["results"][1]["config"] = "linear B=257".into()),
+            Box::new(|v| v["results"][1]["options"]["blocks"] = serde_json::json!({"fixed": 257})),
         ),
         (
             "B=2^64-1",
-            Box::new(|v| v["results"][1]["config"] = "linear B=18446744073709551615".into()),
+            Box::new(|v| {
+                v["results"][1]["options"]["blocks"] = serde_json::json!({"fixed": u64::MAX})
+            }),
+        ),
+        (
+            "no options",
+            Box::new(|v| {
+                v["results"][1].as_object_mut().unwrap().remove("options");
+            }),
+        ),
+        (
+            "an older format",
+            Box::new(|v| {
+                v.as_object_mut().unwrap().remove("format_version");
+            }),
         ),
         (
             "C=0",
@@ -336,6 +365,9 @@ fn hostile_bench_files_are_refused_or_drawn_as_valid_xml() {
                 err.contains(s(&file)) && !err.contains("panicked"),
                 "{name}: {err}"
             );
+        }
+        if name == "an older format" {
+            assert!(err.contains("run the bench again"), "{err}");
         }
         // The numbers no bench writes are refused (control characters are drawn).
         assert_eq!(

@@ -1,12 +1,9 @@
 //! Engine behaviour beyond losslessness: counting, TPF, bucketing, the engine thread
 //! (cancel, resubmit) and bad input.
-#![allow(clippy::unwrap_used, clippy::too_many_lines)] // test code: a panic is the failure, a scenario reads top to bottom
-
-mod common;
 
 use std::time::Duration;
 
-use common::fixture_prompts;
+use crate::common::fixture_prompts;
 use specscope::engine::events::{Rule, Tally};
 use specscope::engine::{
     Blocks, Clock, DecodeEvent, DecodeOptions, EngineCommand, EngineHandle, EventSink, Mode,

@@ -1,12 +1,11 @@
 //! The binary as a user runs it: generation, inspection and every kind of bad input.
-#![allow(clippy::unwrap_used, clippy::too_many_lines)] // test code: a panic is the failure, a scenario reads top to bottom
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use common::checkpoint;
+use crate::common::checkpoint;
 use specscope::model::synthetic::{self, Spec};
 
 fn specscope(args: &[&str]) -> Command {

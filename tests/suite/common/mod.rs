@@ -1,5 +1,4 @@
 //! Helpers shared by the integration tests: checkpoints written on the fly.
-#![allow(clippy::unwrap_used, clippy::too_many_lines)] // test code: a panic is the failure, a scenario reads top to bottom
 #![allow(dead_code)]
 
 use std::path::Path;
@@ -13,7 +12,7 @@ use specscope::model::{self, AttnRule, KvCache, LogitSel, Model, ModelSource, Ro
 pub fn device() -> Device {
     match std::env::var("SPECSCOPE_TEST_DEVICE").as_deref() {
         Ok("cuda") => {
-            model::select_device("cuda")
+            model::select_device(model::DeviceChoice::Cuda)
                 .expect("SPECSCOPE_TEST_DEVICE=cuda needs a `--features cuda` build and a GPU")
                 .0
         }

@@ -1,14 +1,13 @@
 //! The tri-mode backbone against an independent implementation and its invariants.
-#![allow(clippy::unwrap_used, clippy::too_many_lines)] // test code: a panic is the failure, a scenario reads top to bottom
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 
+use crate::common::{causal_all, checkpoint, load, rel_err, run_row, tokens};
 use candle_core::{DType, IndexOp, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::mistral;
-use common::{causal_all, checkpoint, load, rel_err, run_row, tokens};
 use specscope::model::synthetic::{self, Spec};
 use specscope::model::{AttnRule, LogitSel, Row, RowBatch};
 

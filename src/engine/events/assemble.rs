@@ -1,0 +1,548 @@
+//! The one reader of a round's events: which events make a round, in what order, and
+//! when it is complete. `round_records` (eval, plot) and the trace summary (and through
+//! it the screen's statistics, the recorder and the recording check) fold over the
+//! rounds it yields; an event out of order is its error.
+//!
+//! A round of request `req` is, in the engine's order: `block_chosen` (adaptive sizes
+//! only), `drafted` (not for an AR step), `branches_built`, `verified`,
+//! `branch_resolved`, then `committed`, which completes it. Block diffusion's round is
+//! `denoised` steps, `block_written`, then `committed`.
+
+use std::collections::HashMap;
+
+use super::{BlockTally, BranchKind, BranchOutcome, BranchView, DecodeEvent, PosView, RequestId};
+use super::{RoundTally, Tally};
+
+/// One request's round as its events told it, complete at `committed`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Round {
+    pub req: RequestId,
+    pub round: usize,
+    /// The request's prompt family, when it was given one.
+    pub family: Option<String>,
+    /// The block size `block_chosen` named.
+    pub chosen: Option<usize>,
+    /// `drafted`: the block (drafted, or reused from a branch), the draft's margins,
+    /// its per-position detail (recordings with detail only) and risky positions.
+    pub draft: Option<Draft>,
+    /// The branch rows fused with this round's verification.
+    pub branches: Vec<BranchView>,
+    /// The verifier's verdict on the whole block (`None`: block diffusion).
+    pub verdict: Option<Verdict>,
+    /// What became of this round's branches.
+    pub outcome: Option<BranchOutcome>,
+    /// Block diffusion: the block written, each position's step, and AR's tokens.
+    pub written: Option<Written>,
+    /// The tokens the round committed: the verdict cut at the answer's end.
+    pub committed: Vec<u32>,
+    /// Tokens the request had committed before this round (its prefill's included).
+    pub committed_before: usize,
+}
+
+/// A round's `drafted` event.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Draft {
+    pub block: Vec<u32>,
+    pub margins: Vec<f32>,
+    pub detail: Vec<PosView>,
+    pub risky: Vec<usize>,
+    pub reused: Option<BranchKind>,
+}
+
+/// A round's `verified` event.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Verdict {
+    pub accepted: usize,
+    pub first_reject: Option<usize>,
+    pub verifier_tokens: Vec<u32>,
+}
+
+/// A diffusion round's `block_written` event.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Written {
+    pub block: Vec<u32>,
+    pub steps: Vec<usize>,
+    pub ar: Vec<u32>,
+}
+
+impl Round {
+    /// Tokens the verdict advanced (accepted drafts + the bonus), before the answer's
+    /// end cut it.
+    pub fn verdict_advance(&self) -> usize {
+        self.verdict.as_ref().map_or(0, |v| v.accepted + 1)
+    }
+
+    /// The answer ended inside this block: what it committed is less than the verdict
+    /// advanced.
+    pub fn ended(&self) -> bool {
+        crate::engine::round::ended_inside(self.committed.len(), self.verdict_advance())
+    }
+
+    /// The round as the engine's statistics count it (`Tally::record_round`).
+    pub fn tally(&self) -> RoundTally {
+        let draft = self.draft.as_ref();
+        let block = match (&self.verdict, draft) {
+            (Some(v), _) => v.verifier_tokens.len(),
+            (None, Some(d)) => d.block.len(),
+            (None, None) => self.chosen.unwrap_or(0),
+        };
+        RoundTally {
+            block,
+            advance: self.committed.len(),
+            ended: self.ended(),
+            drafted: draft.is_some_and(|d| d.reused.is_none()),
+            reused: draft.is_some_and(|d| d.reused.is_some()),
+            branches: self.branches.iter().map(|b| b.kind).collect(),
+            branch_tokens: self.branches.iter().map(|b| b.tokens).sum(),
+            hit: match self.outcome {
+                Some(BranchOutcome::Hit { kind, .. }) => Some(kind),
+                _ => None,
+            },
+        }
+    }
+
+    /// Adds the round to `tally` as the engine counts it: a diffusion block by what it
+    /// committed, a verified round by its tally.
+    pub fn count_in(&self, tally: &mut Tally) {
+        match &self.written {
+            Some(w) => tally.record_block(&BlockTally {
+                block: w.block.len(),
+                steps: w.steps.iter().copied().max().unwrap_or(0),
+                advance: self.committed.len(),
+                agree: BlockTally::agreeing(&self.committed, &w.ar),
+            }),
+            None => tally.record_round(&self.tally()),
+        }
+    }
+}
+
+/// An event the round order does not allow (it is not applied).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OrderError {
+    NotStarted(RequestId),
+    Again {
+        what: &'static str,
+        round: usize,
+        req: RequestId,
+    },
+    Behind {
+        what: &'static str,
+        round: usize,
+        prev: usize,
+        req: RequestId,
+    },
+}
+
+impl std::fmt::Display for OrderError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OrderError::NotStarted(req) => {
+                write!(f, "request {req} has no `request_started` before this line")
+            }
+            OrderError::Again { what, round, req } => {
+                write!(f, "a second `{what}` for round {round} of request {req}")
+            }
+            OrderError::Behind {
+                what,
+                round,
+                prev,
+                req,
+            } => write!(
+                f,
+                "round {round} of request {req} is `{what}` after round {prev}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for OrderError {}
+
+/// One request's rounds so far.
+#[derive(Debug, Clone, Default)]
+struct Open {
+    family: Option<String>,
+    round: Round,
+    committed: usize,
+    last_verified: Option<usize>,
+    last_committed: Option<usize>,
+}
+
+/// Gathers each request's events into rounds; [`Assembler::push`] yields a round when
+/// its `committed` arrives. Requests may interleave.
+#[derive(Debug, Clone, Default)]
+pub struct Assembler {
+    open: HashMap<RequestId, Open>,
+}
+
+impl Assembler {
+    /// Takes the next event: `Ok(Some(round))` when it completes one, `Err` when the
+    /// order does not allow it (the event is then dropped).
+    pub fn push(&mut self, e: &DecodeEvent) -> Result<Option<Round>, OrderError> {
+        let Some(req) = e.request() else {
+            return Ok(None);
+        };
+        if let DecodeEvent::RequestStarted { family, .. } = e {
+            self.open.insert(
+                req,
+                Open {
+                    family: family.clone(),
+                    ..Open::default()
+                },
+            );
+            return Ok(None);
+        }
+        let Some(o) = self.open.get_mut(&req) else {
+            // A submission the engine refused fails before it starts.
+            return match e {
+                DecodeEvent::Error { .. } => Ok(None),
+                _ => Err(OrderError::NotStarted(req)),
+            };
+        };
+        match e {
+            DecodeEvent::RequestFinished { .. } | DecodeEvent::Error { .. } => {
+                self.open.remove(&req);
+                Ok(None)
+            }
+            DecodeEvent::Verified { round, .. } => {
+                in_turn(&mut o.last_verified, *round, "verified", req)?;
+                o.at(req, *round).verdict = verdict(e);
+                Ok(None)
+            }
+            DecodeEvent::Committed { round, tokens, .. } => {
+                in_turn(&mut o.last_committed, *round, "committed", req)?;
+                let before = o.committed;
+                o.committed += tokens.len();
+                if *round == 0 {
+                    return Ok(None); // the prefill's first token: no round
+                }
+                let mut r = std::mem::take(o.at(req, *round));
+                r.committed = tokens.clone();
+                r.committed_before = before;
+                Ok(Some(r))
+            }
+            _ => {
+                if let Some(round) = e.round() {
+                    o.at(req, round).apply(e);
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    /// The rounds the events yield, in the order they completed; events out of order
+    /// are skipped.
+    pub fn rounds<'a>(events: impl IntoIterator<Item = &'a DecodeEvent>) -> Vec<Round> {
+        let mut a = Assembler::default();
+        events
+            .into_iter()
+            .filter_map(|e| a.push(e).ok().flatten())
+            .collect()
+    }
+}
+
+impl Open {
+    /// The round `round` being gathered: a new one when the events moved on (a round
+    /// cut off before its commit is dropped).
+    fn at(&mut self, req: RequestId, round: usize) -> &mut Round {
+        if self.round.round != round || self.round.req != req {
+            self.round = Round {
+                req,
+                round,
+                family: self.family.clone(),
+                ..Round::default()
+            };
+        }
+        &mut self.round
+    }
+}
+
+impl Round {
+    /// Takes in a round event other than `verified` and `committed`.
+    fn apply(&mut self, e: &DecodeEvent) {
+        match e {
+            DecodeEvent::BlockChosen { block, .. } => self.chosen = Some(*block),
+            DecodeEvent::Drafted {
+                block,
+                margins,
+                detail,
+                risky,
+                reused,
+                ..
+            } => {
+                self.draft = Some(Draft {
+                    block: block.clone(),
+                    margins: margins.clone(),
+                    detail: detail.clone(),
+                    risky: risky.clone(),
+                    reused: *reused,
+                });
+            }
+            DecodeEvent::BranchesBuilt { branches, .. } => self.branches = branches.clone(),
+            DecodeEvent::BranchResolved { outcome, .. } => self.outcome = Some(*outcome),
+            DecodeEvent::BlockWritten {
+                block, steps, ar, ..
+            } => {
+                self.written = Some(Written {
+                    block: block.clone(),
+                    steps: steps.clone(),
+                    ar: ar.clone(),
+                });
+            }
+            _ => {}
+        }
+    }
+}
+
+fn verdict(e: &DecodeEvent) -> Option<Verdict> {
+    match e {
+        DecodeEvent::Verified {
+            accepted,
+            first_reject,
+            verifier_tokens,
+            ..
+        } => Some(Verdict {
+            accepted: *accepted,
+            first_reject: *first_reject,
+            verifier_tokens: verifier_tokens.clone(),
+        }),
+        _ => None,
+    }
+}
+
+/// A round `what` once, after the rounds before it.
+fn in_turn(
+    last: &mut Option<usize>,
+    round: usize,
+    what: &'static str,
+    req: RequestId,
+) -> Result<(), OrderError> {
+    match *last {
+        Some(prev) if prev == round => return Err(OrderError::Again { what, round, req }),
+        Some(prev) if prev > round => {
+            return Err(OrderError::Behind {
+                what,
+                round,
+                prev,
+                req,
+            })
+        }
+        _ => {}
+    }
+    *last = Some(round);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{Blocks, Mode};
+
+    fn started(req: RequestId) -> DecodeEvent {
+        DecodeEvent::RequestStarted {
+            req,
+            mode: Mode::Recguide,
+            blocks: Blocks::Fixed(4),
+            overlap: true,
+            prompt_tokens: 3,
+            max_new_tokens: 16,
+            family: Some("math".into()),
+        }
+    }
+
+    fn drafted(req: RequestId, round: usize, block: Vec<u32>) -> DecodeEvent {
+        DecodeEvent::Drafted {
+            req,
+            round,
+            margins: vec![0.5; block.len() - 1],
+            block,
+            risky: vec![1],
+            reused: None,
+            detail: vec![],
+            rows: None,
+        }
+    }
+
+    fn verified(req: RequestId, round: usize, accepted: usize, tokens: Vec<u32>) -> DecodeEvent {
+        DecodeEvent::Verified {
+            req,
+            round,
+            accepted,
+            first_reject: (accepted + 1 < tokens.len()).then_some(accepted + 1),
+            bonus: tokens[accepted],
+            verifier_tokens: tokens,
+            detail: vec![],
+        }
+    }
+
+    fn committed(req: RequestId, round: usize, tokens: Vec<u32>) -> DecodeEvent {
+        DecodeEvent::Committed {
+            req,
+            round,
+            tokens,
+            origins: vec![],
+            text: String::new(),
+        }
+    }
+
+    /// Interleaved requests each get their rounds whole, at their commits, with what
+    /// the request had committed before; the prefill's commit is no round.
+    #[test]
+    fn rounds_complete_at_their_commit_per_request() {
+        let branch = BranchView {
+            kind: BranchKind::Continuation,
+            at: 4,
+            alt: None,
+            tokens: 4,
+            block: vec![1, 2, 3, 4],
+        };
+        let events = [
+            started(1),
+            started(2),
+            committed(1, 0, vec![7]),
+            committed(2, 0, vec![8]),
+            drafted(1, 1, vec![7, 1, 2, 3]),
+            drafted(2, 1, vec![8, 1, 2, 3]),
+            DecodeEvent::BranchesBuilt {
+                req: 1,
+                round: 1,
+                branches: vec![branch.clone()],
+            },
+            verified(2, 1, 1, vec![1, 5, 6, 6]),
+            verified(1, 1, 3, vec![1, 2, 3, 9]),
+            DecodeEvent::BranchResolved {
+                req: 1,
+                round: 1,
+                outcome: BranchOutcome::Hit {
+                    index: 0,
+                    kind: BranchKind::Continuation,
+                },
+            },
+            committed(1, 1, vec![1, 2, 3, 9]),
+            committed(2, 1, vec![1, 5]),
+        ];
+        let mut a = Assembler::default();
+        let rounds: Vec<Round> = events.iter().filter_map(|e| a.push(e).unwrap()).collect();
+        assert_eq!(rounds.len(), 2);
+        let (r1, r2) = (&rounds[0], &rounds[1]);
+        assert_eq!((r1.req, r1.round, r1.committed_before), (1, 1, 1));
+        assert_eq!(r1.family.as_deref(), Some("math"));
+        assert_eq!(r1.branches, vec![branch]);
+        let t = r1.tally();
+        assert_eq!(
+            (t.block, t.advance, t.ended, t.drafted),
+            (4, 4, false, true)
+        );
+        assert_eq!(t.hit, Some(BranchKind::Continuation));
+        assert_eq!((t.branches.len(), t.branch_tokens), (1, 4));
+        assert_eq!((r2.req, r2.verdict_advance(), r2.tally().hit), (2, 2, None));
+        assert!(
+            r2.branches.is_empty(),
+            "request 1's rows are not request 2's"
+        );
+        assert_eq!(Assembler::rounds(&events), rounds);
+    }
+
+    /// A round whose answer ends inside it counts what it committed, and has ended.
+    #[test]
+    fn a_round_cut_at_the_answers_end_has_ended() {
+        let events = [
+            started(1),
+            drafted(1, 1, vec![7, 1, 2, 3]),
+            verified(1, 1, 3, vec![1, 2, 3, 9]),
+            committed(1, 1, vec![1, 2]),
+        ];
+        let r = &Assembler::rounds(&events)[0];
+        assert!(r.ended());
+        assert_eq!((r.tally().advance, r.tally().ended), (2, true));
+    }
+
+    /// Rounds out of turn are errors (and dropped); a round cut off before its commit
+    /// gives way to the next; a request that never started has no rounds.
+    #[test]
+    fn the_round_order_is_checked() {
+        let mut a = Assembler::default();
+        a.push(&started(1)).unwrap();
+        a.push(&verified(1, 2, 0, vec![5, 6])).unwrap();
+        assert_eq!(
+            a.push(&verified(1, 2, 0, vec![5, 6])),
+            Err(OrderError::Again {
+                what: "verified",
+                round: 2,
+                req: 1
+            })
+        );
+        assert_eq!(
+            a.push(&verified(1, 1, 0, vec![5, 6])),
+            Err(OrderError::Behind {
+                what: "verified",
+                round: 1,
+                prev: 2,
+                req: 1
+            })
+        );
+        // Round 2 never committed: round 3 starts afresh.
+        a.push(&drafted(1, 3, vec![5, 6, 7])).unwrap();
+        a.push(&verified(1, 3, 2, vec![6, 7, 8])).unwrap();
+        let r = a.push(&committed(1, 3, vec![6, 7, 8])).unwrap().unwrap();
+        assert_eq!(
+            (r.round, r.draft.map(|d| d.block)),
+            (3, Some(vec![5, 6, 7]))
+        );
+        assert_eq!(
+            a.push(&committed(1, 3, vec![1])),
+            Err(OrderError::Again {
+                what: "committed",
+                round: 3,
+                req: 1
+            })
+        );
+        assert_eq!(
+            a.push(&drafted(9, 1, vec![1, 2])),
+            Err(OrderError::NotStarted(9))
+        );
+        let refused = DecodeEvent::Error {
+            req: Some(9),
+            message: "refused".into(),
+        };
+        assert_eq!(
+            a.push(&refused),
+            Ok(None),
+            "a refused submission never started"
+        );
+        assert_eq!(
+            OrderError::NotStarted(9).to_string(),
+            "request 9 has no `request_started` before this line"
+        );
+    }
+
+    /// A diffusion round is its denoising steps and the block written; it counts as a
+    /// block, by what it committed and how much of it AR would have emitted.
+    #[test]
+    fn a_diffusion_round_counts_as_a_block() {
+        let events = [
+            started(1),
+            DecodeEvent::Denoised {
+                req: 1,
+                round: 1,
+                step: 1,
+                canvas: vec![Some(4), None],
+                positions: vec![0],
+                confidence: vec![0.9],
+            },
+            DecodeEvent::BlockWritten {
+                req: 1,
+                round: 1,
+                block: vec![4, 5],
+                steps: vec![1, 2],
+                ar: vec![4, 6],
+            },
+            committed(1, 1, vec![4, 5]),
+        ];
+        let r = &Assembler::rounds(&events)[0];
+        assert!(r.verdict.is_none());
+        let mut t = Tally::default();
+        r.count_in(&mut t);
+        assert_eq!((t.ar_judged, t.ar_agree), (2, 1));
+        assert_eq!(t.denoise_forwards, 2);
+    }
+}
