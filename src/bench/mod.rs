@@ -3,4 +3,5 @@
 
 pub mod acceptance;
 pub mod prompts;
+pub mod report;
 pub mod sweep;

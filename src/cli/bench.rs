@@ -6,9 +6,8 @@ use anyhow::{ensure, Context, Result};
 use clap::Args;
 
 use specscope::bench::acceptance::answer_right;
-use specscope::bench::sweep::{
-    configs, pass_spread, run_config, share_table, table, BenchResult, Config,
-};
+use specscope::bench::report::{pass_spread, share_table, table};
+use specscope::bench::sweep::{configs, run_config, BenchResult, Config};
 use specscope::engine::options::{DecodeOptions, DEFAULT_RISK_THRESHOLD};
 use specscope::engine::overlap::RowTable;
 use specscope::engine::policy::SurvivalTables;

@@ -1,5 +1,6 @@
 //! Making the bundled model: corpus, tokenizer, joint AR + block-diffusion training.
 
+mod adamw;
 pub mod bpe;
 pub mod corpus;
 pub mod draft_lora;

@@ -7,10 +7,11 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{anyhow, ensure, Context, Result};
-use candle_core::{DType, Device, Tensor, Var};
+use candle_core::{DType, Device, Tensor};
 use candle_nn::{VarBuilder, VarMap};
 use serde::{Deserialize, Serialize};
 
+use super::adamw::AdamW;
 use super::corpus::{self, Family};
 use super::{draft_lora, objective};
 use crate::model::synthetic::{self, Spec, BOS_ID, EOS_ID, MASK_ID, SPECIAL_TOKENS};
@@ -151,101 +152,6 @@ fn cosine(step: usize, warmup: usize, total: usize, peak: f64, min: f64) -> f64 
     min + 0.5 * (peak - min) * (1.0 + (std::f64::consts::PI * progress.min(1.0)).cos())
 }
 
-/// AdamW with decoupled weight decay on matrices only; moments are saved for resume.
-struct AdamW {
-    vars: Vec<(String, Var, Tensor, Tensor)>,
-    t: usize,
-    beta1: f64,
-    beta2: f64,
-    eps: f64,
-}
-
-impl AdamW {
-    fn new(varmap: &VarMap) -> Result<Self> {
-        let data = varmap
-            .data()
-            .lock()
-            .map_err(|_| anyhow!("var map lock poisoned"))?;
-        let mut vars: Vec<(String, Var, Tensor, Tensor)> = data
-            .iter()
-            .map(|(name, var)| {
-                let z = var.as_tensor().zeros_like()?;
-                Ok((name.clone(), var.clone(), z.clone(), z))
-            })
-            .collect::<Result<_>>()?;
-        vars.sort_by(|a, b| a.0.cmp(&b.0));
-        Ok(Self {
-            vars,
-            t: 0,
-            beta1: 0.9,
-            beta2: 0.95,
-            eps: 1e-8,
-        })
-    }
-
-    fn load(&mut self, path: &Path, t: usize) -> Result<()> {
-        let saved = candle_core::safetensors::load(path, &Device::Cpu)?;
-        for (name, _, m, v) in &mut self.vars {
-            *m = saved
-                .get(&format!("m.{name}"))
-                .cloned()
-                .with_context(|| format!("{}: no m.{name}", path.display()))?;
-            *v = saved
-                .get(&format!("v.{name}"))
-                .cloned()
-                .with_context(|| format!("{}: no v.{name}", path.display()))?;
-        }
-        self.t = t;
-        Ok(())
-    }
-
-    fn save(&self, path: &Path) -> Result<()> {
-        let mut map = std::collections::HashMap::new();
-        for (name, _, m, v) in &self.vars {
-            map.insert(format!("m.{name}"), m.clone());
-            map.insert(format!("v.{name}"), v.clone());
-        }
-        candle_core::safetensors::save(&map, path)
-            .with_context(|| format!("cannot write {}", path.display()))
-    }
-
-    /// Clips the global gradient norm to `clip`, then updates; returns the norm.
-    fn step(
-        &mut self,
-        grads: &candle_core::backprop::GradStore,
-        lr: f64,
-        wd: f64,
-        clip: f64,
-    ) -> Result<f64> {
-        let mut sq = 0f64;
-        for (_, var, _, _) in &self.vars {
-            if let Some(g) = grads.get(var.as_tensor()) {
-                sq += g.sqr()?.sum_all()?.to_scalar::<f32>()? as f64;
-            }
-        }
-        let norm = sq.sqrt();
-        let scale = if norm > clip { clip / norm } else { 1.0 };
-        self.t += 1;
-        let (b1, b2) = (self.beta1, self.beta2);
-        let c1 = 1.0 - b1.powi(self.t as i32);
-        let c2 = 1.0 - b2.powi(self.t as i32);
-        for (_, var, m, v) in &mut self.vars {
-            let Some(g) = grads.get(var.as_tensor()) else {
-                continue;
-            };
-            let g = (g * scale)?;
-            *m = ((&*m * b1)? + (&g * (1.0 - b1))?)?;
-            *v = ((&*v * b2)? + (g.sqr()? * (1.0 - b2))?)?;
-            let update = ((&*m / c1)? / ((&*v / c2)?.sqrt()? + self.eps)?)?;
-            let theta = var.as_tensor();
-            let decay = if theta.rank() >= 2 { wd } else { 0.0 };
-            let next = ((theta * (1.0 - lr * decay))? - (update * lr)?)?;
-            var.set(&next)?;
-        }
-        Ok(norm)
-    }
-}
-
 fn write_model_files(dir: &Path, spec: &Spec, varmap: &VarMap) -> Result<()> {
     std::fs::create_dir_all(dir)?;
     let cfg = spec.config_json();
@@ -339,13 +245,56 @@ pub struct StepReport {
 
 /// Runs (or resumes) training; returns the state at the end. `progress` hears about
 /// every step; notes (corpus size, resuming, the time budget) go to `note`.
-#[allow(clippy::too_many_lines)] // the training loop and its phases; to be cut into phases (docs/decisions.md, Long files)
 pub fn train(
     o: &TrainOptions,
     command: &str,
     mut progress: impl FnMut(&StepReport),
     mut note: impl FnMut(&str),
 ) -> Result<TrainState> {
+    check(o)?;
+    for dir in [&o.out, &o.state] {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let streams = Streams::build(o, &mut note)?;
+    let sets = [
+        streams.main.chunks_exact(o.seq_len).collect::<Vec<_>>(),
+        streams.anneal.chunks_exact(o.seq_len).collect(),
+        streams.restyle.chunks_exact(o.seq_len).collect(),
+    ];
+    let mut run = Run::start(o, command, &mut note)?;
+    let run_start = Instant::now();
+    if !run.base(o, &sets, &mut progress, &mut note)? {
+        return Ok(run.state); // out of time: the same command resumes
+    }
+    let mut state = run.state;
+    if o.lora_steps > state.lora_step {
+        let set = if sets[1].is_empty() {
+            &sets[0]
+        } else {
+            &sets[1]
+        };
+        let left = o
+            .max_minutes
+            .map(|m| m - run_start.elapsed().as_secs_f64() / 60.0);
+        let o = TrainOptions {
+            max_minutes: left,
+            ..o.clone()
+        };
+        train_draft_adapter(
+            &o,
+            &run.cfg,
+            set,
+            &mut state,
+            &run.state_path,
+            &mut progress,
+            &mut note,
+        )?;
+    }
+    Ok(state)
+}
+
+/// The options' limits, before anything is written.
+fn check(o: &TrainOptions) -> Result<()> {
     ensure!(
         o.steps > o.warmup + o.anneal_steps + o.restyle_steps,
         "--steps ({}) must exceed --warmup ({}) plus --anneal-steps ({}) plus --restyle-steps ({})",
@@ -371,265 +320,308 @@ pub fn train(
         o.seq_len.is_multiple_of(32),
         "seq_len must be a multiple of 32 (the largest block)"
     );
-    let spec = &o.spec;
-    std::fs::create_dir_all(&o.out)
-        .with_context(|| format!("cannot create {}", o.out.display()))?;
-    std::fs::create_dir_all(&o.state)
-        .with_context(|| format!("cannot create {}", o.state.display()))?;
-    // Corpus, held-out prompts and tokenizer.
-    let started = Instant::now();
-    let main_exchanges = corpus::generate(o.seed, o.exchanges);
-    let train_keys: HashSet<String> = main_exchanges.iter().map(corpus::prompt_key).collect();
-    if let Some(dir) = &o.prompts_dir {
-        write_heldout(dir, o, &train_keys)?;
+    Ok(())
+}
+
+/// The packed token streams of the three phases: the main corpus, and the annealing
+/// and restyle streams (their own seeds, never a held-out prompt; empty when the
+/// phase has no steps).
+struct Streams {
+    main: Vec<u32>,
+    anneal: Vec<u32>,
+    restyle: Vec<u32>,
+}
+
+impl Streams {
+    /// Generates the corpus, writes the held-out prompts, trains (or reads) the
+    /// tokenizer and packs every stream into sequences of `o.seq_len`.
+    fn build(o: &TrainOptions, note: &mut impl FnMut(&str)) -> Result<Self> {
+        let started = Instant::now();
+        let main_exchanges = corpus::generate(o.seed, o.exchanges);
+        let train_keys: HashSet<String> = main_exchanges.iter().map(corpus::prompt_key).collect();
+        if let Some(dir) = &o.prompts_dir {
+            write_heldout(dir, o, &train_keys)?;
+        }
+        let texts = render_all(&main_exchanges)?;
+        let tokenizer = tokenizer_for(o, &texts)?;
+        let encode = |texts: &[String]| -> Result<(Vec<u32>, usize)> {
+            let mut encoded: Vec<Vec<u32>> = Vec::with_capacity(texts.len());
+            for t in texts {
+                let enc = tokenizer
+                    .encode(t.as_str(), false)
+                    .map_err(|e| anyhow!("tokenize corpus: {e}"))?;
+                encoded.push(enc.get_ids().to_vec());
+            }
+            let stream_len = encoded.iter().map(Vec::len).sum();
+            Ok((pack(&encoded, o.seq_len), stream_len))
+        };
+        let (main, stream_len) = encode(&texts)?;
+        let seqs = main.len() / o.seq_len;
+        ensure!(seqs >= o.batch, "corpus too small: {seqs} sequences");
+        note(&format!(
+            "{} exchanges, {} tokens ({:.0} per exchange), {seqs} sequences of {}; corpus + tokenizer in {:.1}s",
+            texts.len(),
+            stream_len,
+            stream_len as f64 / texts.len() as f64,
+            o.seq_len,
+            started.elapsed().as_secs_f64()
+        ));
+        let mut heldout = HashSet::new();
+        if o.anneal_steps + o.restyle_steps > 0 {
+            for f in [Family::Math, Family::Code, Family::Qa] {
+                let n = o.heldout_per_family;
+                for e in corpus::heldout_exchanges(heldout_seed(o), f, n, &train_keys) {
+                    heldout.insert(corpus::prompt_key(&e));
+                }
+            }
+        }
+        let mut late_stream =
+            |name: &str, steps: usize, make: &dyn Fn() -> Vec<corpus::Exchange>| {
+                if steps == 0 {
+                    return Ok(Vec::new());
+                }
+                let texts = render_all(&make())?;
+                let (packed, len) = encode(&texts)?;
+                note(&format!(
+                    "{name} stream for {steps} steps: {} exchanges, {len} tokens",
+                    texts.len()
+                ));
+                ensure!(
+                    packed.len() / o.seq_len >= o.batch,
+                    "{name} corpus too small: {} sequences",
+                    packed.len() / o.seq_len
+                );
+                Ok(packed)
+            };
+        let n = o.exchanges / 2;
+        let anneal = late_stream("annealing", o.anneal_steps, &|| {
+            corpus::generate_anneal(o.seed + 2_000_003, n, &heldout)
+        })?;
+        let restyle = late_stream("restyle", o.restyle_steps, &|| {
+            corpus::generate_restyle(o.seed + 3_000_017, n, &heldout)
+        })?;
+        Ok(Self {
+            main,
+            anneal,
+            restyle,
+        })
     }
-    let texts: Vec<String> = main_exchanges
+}
+
+fn render_all(exchanges: &[corpus::Exchange]) -> Result<Vec<String>> {
+    exchanges
         .iter()
         .map(|e| render_exchange(&e.messages))
-        .collect::<Result<_>>()?;
+        .collect()
+}
+
+/// The run's tokenizer: the one in `o.out` (a resumed run), else one trained on the
+/// corpus.
+fn tokenizer_for(o: &TrainOptions, texts: &[String]) -> Result<tokenizers::Tokenizer> {
     let tok_path = o.out.join("tokenizer.json");
     let tokenizer = if tok_path.is_file() {
         tokenizers::Tokenizer::from_file(&tok_path)
             .map_err(|e| anyhow!("cannot read {}: {e}", tok_path.display()))?
     } else {
         let sample: Vec<String> = texts.iter().take(6000).cloned().collect();
-        super::bpe::train_tokenizer(&sample, spec.vocab_size, &tok_path)?
+        super::bpe::train_tokenizer(&sample, o.spec.vocab_size, &tok_path)?
     };
     ensure!(
-        tokenizer.get_vocab_size(true) <= spec.vocab_size,
+        tokenizer.get_vocab_size(true) <= o.spec.vocab_size,
         "tokenizer has {} tokens, more than vocab_size {}",
         tokenizer.get_vocab_size(true),
-        spec.vocab_size
+        o.spec.vocab_size
     );
-    let encode = |texts: &[String]| -> Result<(Vec<u32>, usize)> {
-        let mut encoded: Vec<Vec<u32>> = Vec::with_capacity(texts.len());
-        for t in texts {
-            let enc = tokenizer
-                .encode(t.as_str(), false)
-                .map_err(|e| anyhow!("tokenize corpus: {e}"))?;
-            encoded.push(enc.get_ids().to_vec());
-        }
-        let stream_len = encoded.iter().map(Vec::len).sum();
-        Ok((pack(&encoded, o.seq_len), stream_len))
-    };
-    let (packed, stream_len) = encode(&texts)?;
-    let seqs: Vec<&[u32]> = packed.chunks_exact(o.seq_len).collect();
-    ensure!(
-        seqs.len() >= o.batch,
-        "corpus too small: {} sequences",
-        seqs.len()
-    );
-    note(&format!(
-        "{} exchanges, {} tokens ({:.0} per exchange), {} sequences of {}; corpus + tokenizer in {:.1}s",
-        texts.len(),
-        stream_len,
-        stream_len as f64 / texts.len() as f64,
-        seqs.len(),
-        o.seq_len,
-        started.elapsed().as_secs_f64()
-    ));
-    // The annealing and restyle streams: their own seeds, never a held-out prompt.
-    let mut heldout = HashSet::new();
-    if o.anneal_steps + o.restyle_steps > 0 {
-        for f in [Family::Math, Family::Code, Family::Qa] {
-            let n = o.heldout_per_family;
-            for e in corpus::heldout_exchanges(heldout_seed(o), f, n, &train_keys) {
-                heldout.insert(corpus::prompt_key(&e));
-            }
-        }
-    }
-    let mut late_stream = |name: &str, steps: usize, make: &dyn Fn() -> Vec<corpus::Exchange>| {
-        if steps == 0 {
-            return Ok(Vec::new());
-        }
-        let texts: Vec<String> = make()
-            .iter()
-            .map(|e| render_exchange(&e.messages))
-            .collect::<Result<_>>()?;
-        let (packed, len) = encode(&texts)?;
-        note(&format!(
-            "{name} stream for {steps} steps: {} exchanges, {len} tokens",
-            texts.len()
-        ));
-        ensure!(
-            packed.len() / o.seq_len >= o.batch,
-            "{name} corpus too small: {} sequences",
-            packed.len() / o.seq_len
-        );
-        Ok(packed)
-    };
-    let n = o.exchanges / 2;
-    let anneal_packed = late_stream("annealing", o.anneal_steps, &|| {
-        corpus::generate_anneal(o.seed + 2_000_003, n, &heldout)
-    })?;
-    let restyle_packed = late_stream("restyle", o.restyle_steps, &|| {
-        corpus::generate_restyle(o.seed + 3_000_017, n, &heldout)
-    })?;
-    let anneal_seqs: Vec<&[u32]> = anneal_packed.chunks_exact(o.seq_len).collect();
-    let restyle_seqs: Vec<&[u32]> = restyle_packed.chunks_exact(o.seq_len).collect();
+    Ok(tokenizer)
+}
 
-    // Model and optimizer (fresh or resumed).
-    let device = Device::Cpu;
-    let mut varmap = VarMap::new();
-    let cfg: Config = serde_json::from_value(spec.config_json())?;
-    let model = Model::new(&cfg, VarBuilder::from_varmap(&varmap, DType::F32, &device))?;
-    let state_path = o.out.join("train_state.json");
-    let mut state: TrainState = if state_path.is_file() {
-        serde_json::from_str(&std::fs::read_to_string(&state_path)?)
-            .with_context(|| format!("invalid {}", state_path.display()))?
-    } else {
-        TrainState {
-            steps: o.steps,
-            seed: o.seed,
-            ..TrainState::default()
-        }
-    };
-    if state.step > 0 {
-        varmap
-            .load(o.out.join("model.safetensors"))
-            .context("resuming weights")?;
-    } else {
-        // Scale the head so the initial loss starts near ln(vocab), not above it.
-        let data = varmap
-            .data()
-            .lock()
-            .map_err(|_| anyhow!("var map lock poisoned"))?;
-        let mut rng = Rng::new(o.seed);
-        for (name, var) in data.iter() {
-            let dims = var.as_tensor().dims().to_vec();
-            let std = match name.as_str() {
-                "diffusion_head.weight" => 0.02 / (spec.hidden_size as f64).sqrt(),
-                "encoder.embed_tokens.weight" => 0.5,
-                n if n.ends_with("norm.weight") => continue,
-                _ => 1.0 / (dims[1] as f64).sqrt(),
-            };
-            let n: usize = dims.iter().product();
-            let v: Vec<f32> = (0..n).map(|_| (rng.normal() * std) as f32).collect();
-            var.set(&Tensor::from_vec(v, dims.as_slice(), &device)?)?;
-        }
-    }
-    let (main_steps, restyle_start) = phase_starts(o);
-    let mut opt = AdamW::new(&varmap)?;
-    let opt_path = o.state.join("optimizer.safetensors");
-    // A finished base needs no moments (only its adapter phase may be left to run), nor
-    // does the restyle phase's first step (it starts with fresh ones).
-    let in_restyle = o.restyle_steps > 0 && state.step >= restyle_start;
-    if state.step > 0 && state.step < o.steps && !(in_restyle && state.step == restyle_start) {
-        // Adam's step count restarts with the restyle phase's moments.
-        let t = if in_restyle {
-            state.step - restyle_start
-        } else {
-            state.step
-        };
-        match opt.load(&opt_path, t) {
-            Ok(()) => {}
-            Err(e) => note(&format!(
-                "warning: {e:#}; resuming with fresh optimizer moments"
-            )),
-        }
-    }
-    state.command = command.to_string();
-    state.steps = o.steps;
-    // An adapter drafts for the base it was trained on: new base steps discard it.
-    let adapter = o.out.join(draft_lora::DIR);
-    if state.step < o.steps && (state.lora_step > 0 || adapter.exists()) {
-        if adapter.exists() {
-            std::fs::remove_dir_all(&adapter)
-                .with_context(|| format!("cannot remove the stale {}", adapter.display()))?;
-        }
-        state.lora_step = 0;
-        state.lora_losses.clear();
-        state.lora_elapsed_secs = 0.0;
-    }
+/// The model, its optimizer and the training state: fresh, or resumed from `o.out`.
+struct Run {
+    varmap: VarMap,
+    model: Model,
+    cfg: Config,
+    state: TrainState,
+    opt: AdamW,
+    state_path: PathBuf,
+    opt_path: PathBuf,
+}
 
-    let mut order: (usize, usize, Vec<usize>) = (usize::MAX, 0, Vec::new());
-    let run_start = Instant::now();
-    let elapsed_before = state.elapsed_secs;
-    let blocks = [8usize, 16, 32];
-    while state.step < o.steps {
-        let step = state.step;
-        // Phase, its sequences and the step within it.
-        let (phase, set, local) = if step < main_steps {
-            (0, &seqs, step)
-        } else if step < restyle_start {
-            (1, &anneal_seqs, step - main_steps)
+impl Run {
+    fn start(o: &TrainOptions, command: &str, note: &mut impl FnMut(&str)) -> Result<Self> {
+        let device = Device::Cpu;
+        let mut varmap = VarMap::new();
+        let cfg: Config = serde_json::from_value(o.spec.config_json())?;
+        let model = Model::new(&cfg, VarBuilder::from_varmap(&varmap, DType::F32, &device))?;
+        let state_path = o.out.join("train_state.json");
+        let mut state: TrainState = if state_path.is_file() {
+            serde_json::from_str(&std::fs::read_to_string(&state_path)?)
+                .with_context(|| format!("invalid {}", state_path.display()))?
         } else {
-            if step == restyle_start && step > 0 {
-                // A new phase on reworded answers: moments from the old wording would
-                // carry its gradients' scale into the first steps.
-                opt = AdamW::new(&varmap)?;
+            TrainState {
+                steps: o.steps,
+                seed: o.seed,
+                ..TrainState::default()
             }
-            (2, &restyle_seqs, step - restyle_start)
         };
-        let batch_seqs = batch_at(set, o, phase, local, &mut order);
-        let mut rng = Rng::new(o.seed ^ (step as u64).wrapping_mul(0x2545_F491_4F6C_DD1D));
-        let block = blocks[step % blocks.len()];
-        let draft_shaped = match phase {
-            0 => 0.0,
-            1 => o.draft_shaped,
-            _ => o.restyle_draft_shaped,
-        };
-        let batch =
-            objective::make_batch(&batch_seqs, block, MASK_ID, draft_shaped, &mut rng, &device)?;
-        let (loss, ar, dlm) = objective::losses(&model, &batch)?;
-        let grads = loss.backward()?;
-        let lr = lr_at(step, o);
-        let norm = opt.step(&grads, lr, o.weight_decay, o.clip)?;
-        state.step += 1;
-        state.clean_tokens_seen += o.batch * o.seq_len;
-        state.losses.push((state.step, ar, dlm));
-        let run_secs = run_start.elapsed().as_secs_f64();
-        state.elapsed_secs = elapsed_before + run_secs;
-        progress(&StepReport {
-            step: state.step,
-            steps: o.steps,
-            ar,
-            dlm,
-            grad_norm: norm,
-            lr,
-            block,
-            tokens_per_sec: (o.batch * o.seq_len) as f64 * (state.step as f64)
-                / state.elapsed_secs.max(1e-9),
-            draft: None,
-        });
-        let out_of_time = o.max_minutes.is_some_and(|m| run_secs > m * 60.0);
-        if state.step.is_multiple_of(o.checkpoint_every) || state.step == o.steps || out_of_time {
-            write_model_files(&o.out, spec, &varmap)?;
-            opt.save(&opt_path)?;
-            std::fs::write(&state_path, serde_json::to_string(&state)?)?;
+        if state.step > 0 {
+            varmap
+                .load(o.out.join("model.safetensors"))
+                .context("resuming weights")?;
+        } else {
+            init_weights(&varmap, o, &device)?;
         }
-        if out_of_time {
-            note(&format!(
-                "time budget reached at step {}; run the same command to resume",
+        let (_, restyle_start) = phase_starts(o);
+        let mut opt = AdamW::new(&varmap)?;
+        let opt_path = o.state.join("optimizer.safetensors");
+        // A finished base needs no moments (only its adapter phase may be left to
+        // run), nor does the restyle phase's first step (it starts with fresh ones).
+        let in_restyle = o.restyle_steps > 0 && state.step >= restyle_start;
+        if state.step > 0 && state.step < o.steps && !(in_restyle && state.step == restyle_start) {
+            // Adam's step count restarts with the restyle phase's moments.
+            let t = if in_restyle {
+                state.step - restyle_start
+            } else {
                 state.step
-            ));
-            return Ok(state);
+            };
+            if let Err(e) = opt.load(&opt_path, t) {
+                note(&format!(
+                    "warning: {e:#}; resuming with fresh optimizer moments"
+                ));
+            }
         }
+        state.command = command.to_string();
+        state.steps = o.steps;
+        // An adapter drafts for the base it was trained on: new base steps discard it.
+        let adapter = o.out.join(draft_lora::DIR);
+        if state.step < o.steps && (state.lora_step > 0 || adapter.exists()) {
+            if adapter.exists() {
+                std::fs::remove_dir_all(&adapter)
+                    .with_context(|| format!("cannot remove the stale {}", adapter.display()))?;
+            }
+            state.lora_step = 0;
+            state.lora_losses.clear();
+            state.lora_elapsed_secs = 0.0;
+        }
+        Ok(Self {
+            varmap,
+            model,
+            cfg,
+            state,
+            opt,
+            state_path,
+            opt_path,
+        })
     }
-    if o.lora_steps > state.lora_step {
-        let set = if anneal_seqs.is_empty() {
-            &seqs
-        } else {
-            &anneal_seqs
-        };
-        let left = o
-            .max_minutes
-            .map(|m| m - run_start.elapsed().as_secs_f64() / 60.0);
-        let o = TrainOptions {
-            max_minutes: left,
-            ..o.clone()
-        };
-        train_draft_adapter(
-            &o,
-            &cfg,
-            set,
-            &mut state,
-            &state_path,
-            &mut progress,
-            &mut note,
-        )?;
+
+    /// The base model's steps through its three phases (`sets`: main, annealing,
+    /// restyle), saved every `checkpoint_every`. False when the time budget ran out
+    /// first.
+    fn base(
+        &mut self,
+        o: &TrainOptions,
+        sets: &[Vec<&[u32]>; 3],
+        progress: &mut impl FnMut(&StepReport),
+        note: &mut impl FnMut(&str),
+    ) -> Result<bool> {
+        let device = Device::Cpu;
+        let (main_steps, restyle_start) = phase_starts(o);
+        let mut order: (usize, usize, Vec<usize>) = (usize::MAX, 0, Vec::new());
+        let run_start = Instant::now();
+        let elapsed_before = self.state.elapsed_secs;
+        let blocks = [8usize, 16, 32];
+        while self.state.step < o.steps {
+            let step = self.state.step;
+            // Phase, its sequences and the step within it.
+            let (phase, local) = if step < main_steps {
+                (0, step)
+            } else if step < restyle_start {
+                (1, step - main_steps)
+            } else {
+                if step == restyle_start && step > 0 {
+                    // A new phase on reworded answers: moments from the old wording
+                    // would carry its gradients' scale into the first steps.
+                    self.opt = AdamW::new(&self.varmap)?;
+                }
+                (2, step - restyle_start)
+            };
+            let batch_seqs = batch_at(&sets[phase], o, phase, local, &mut order);
+            let mut rng = Rng::new(o.seed ^ (step as u64).wrapping_mul(0x2545_F491_4F6C_DD1D));
+            let block = blocks[step % blocks.len()];
+            let draft_shaped = match phase {
+                0 => 0.0,
+                1 => o.draft_shaped,
+                _ => o.restyle_draft_shaped,
+            };
+            let batch = objective::make_batch(
+                &batch_seqs,
+                block,
+                MASK_ID,
+                draft_shaped,
+                &mut rng,
+                &device,
+            )?;
+            let (loss, ar, dlm) = objective::losses(&self.model, &batch)?;
+            let grads = loss.backward()?;
+            let lr = lr_at(step, o);
+            let norm = self.opt.step(&grads, lr, o.weight_decay, o.clip)?;
+            let state = &mut self.state;
+            state.step += 1;
+            state.clean_tokens_seen += o.batch * o.seq_len;
+            state.losses.push((state.step, ar, dlm));
+            let run_secs = run_start.elapsed().as_secs_f64();
+            state.elapsed_secs = elapsed_before + run_secs;
+            progress(&StepReport {
+                step: state.step,
+                steps: o.steps,
+                ar,
+                dlm,
+                grad_norm: norm,
+                lr,
+                block,
+                tokens_per_sec: (o.batch * o.seq_len) as f64 * (state.step as f64)
+                    / state.elapsed_secs.max(1e-9),
+                draft: None,
+            });
+            let out_of_time = o.max_minutes.is_some_and(|m| run_secs > m * 60.0);
+            if state.step.is_multiple_of(o.checkpoint_every) || state.step == o.steps || out_of_time
+            {
+                write_model_files(&o.out, &o.spec, &self.varmap)?;
+                self.opt.save(&self.opt_path)?;
+                std::fs::write(&self.state_path, serde_json::to_string(&self.state)?)?;
+            }
+            if out_of_time {
+                note(&format!(
+                    "time budget reached at step {}; run the same command to resume",
+                    self.state.step
+                ));
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
-    Ok(state)
+}
+
+/// Fresh weights: the head scaled so the initial loss starts near ln(vocab), not
+/// above it.
+fn init_weights(varmap: &VarMap, o: &TrainOptions, device: &Device) -> Result<()> {
+    let data = varmap
+        .data()
+        .lock()
+        .map_err(|_| anyhow!("var map lock poisoned"))?;
+    let mut rng = Rng::new(o.seed);
+    for (name, var) in data.iter() {
+        let dims = var.as_tensor().dims().to_vec();
+        let std = match name.as_str() {
+            "diffusion_head.weight" => 0.02 / (o.spec.hidden_size as f64).sqrt(),
+            "encoder.embed_tokens.weight" => 0.5,
+            n if n.ends_with("norm.weight") => continue,
+            _ => 1.0 / (dims[1] as f64).sqrt(),
+        };
+        let n: usize = dims.iter().product();
+        let v: Vec<f32> = (0..n).map(|_| (rng.normal() * std) as f32).collect();
+        var.set(&Tensor::from_vec(v, dims.as_slice(), device)?)?;
+    }
+    Ok(())
 }
 
 /// The `local`-th batch of a phase's sequences. One shuffle per epoch, from its seed

@@ -360,8 +360,10 @@ fn range(values: impl Iterator<Item = f64>, from_zero: bool) -> std::ops::Range<
     (lo - if from_zero { 0.0 } else { pad })..(hi + pad)
 }
 
-mod figures;
-pub use figures::*;
+mod rounds;
+mod speed;
+pub use rounds::*;
+pub use speed::*;
 
 #[cfg(test)]
 mod tests {
