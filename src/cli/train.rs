@@ -8,6 +8,17 @@ use clap::Args;
 use specscope::model::synthetic::Spec;
 use specscope::train::trainer::{self, TrainOptions};
 
+/// What `specscope train` makes.
+#[derive(Debug, Clone, Copy, Default, clap::ValueEnum)]
+pub enum TrainPreset {
+    /// The bundled ~4M model: 3,650 steps, about 50 minutes here.
+    #[default]
+    Small,
+    /// A 320-token model in 20 steps on 2,000 exchanges: about 15 seconds here, for
+    /// tests.
+    Toy,
+}
+
 #[derive(Debug, Clone, Args)]
 pub struct TrainArgs {
     /// Output model directory (the real NLD layout). A new directory by default: the
@@ -21,10 +32,9 @@ pub struct TrainArgs {
     /// Resume state (optimizer moments); not part of the model.
     #[arg(long, default_value = "target/train-state")]
     pub state: PathBuf,
-    /// `small` (the bundled ~4M model: 3,650 steps, about 50 minutes here) or `toy` (a
-    /// 320-token model in 20 steps on 2,000 exchanges: about 15 seconds here, for tests).
-    #[arg(long, default_value = "small", value_parser = ["small", "toy"])]
-    pub preset: String,
+    /// What to train.
+    #[arg(long, value_enum, default_value_t)]
+    pub preset: TrainPreset,
     /// Total steps, the annealing phase included [default: the preset's, 3650 or 20].
     #[arg(long)]
     pub steps: Option<usize>,
@@ -118,10 +128,9 @@ fn refuse_to_replace(a: &TrainArgs) -> Result<()> {
 
 pub fn run(a: TrainArgs) -> Result<()> {
     // (model, steps, annealing steps, exchanges, warm-up) of each preset.
-    let (spec, steps, anneal, exchanges, warmup) = match a.preset.as_str() {
-        "small" => (Spec::bundled(), 3650, 2200, 60_000, 60),
-        "toy" => (Spec::toy_trainable(), 20, 0, 2000, 5),
-        other => anyhow::bail!("--preset {other}: expected small or toy"),
+    let (spec, steps, anneal, exchanges, warmup) = match a.preset {
+        TrainPreset::Small => (Spec::bundled(), 3650, 2200, 60_000, 60),
+        TrainPreset::Toy => (Spec::toy_trainable(), 20, 0, 2000, 5),
     };
     refuse_to_replace(&a)?;
     let o = TrainOptions {

@@ -19,6 +19,8 @@ use ratatui::Terminal;
 use serde_json::json;
 
 use specscope::bench::prompts::per_family;
+use specscope::engine::cost::Pricing;
+use specscope::engine::options::DecodeOptions;
 use specscope::engine::{DecodeEvent, EngineHandle, NullSink, Submit, Timed};
 use specscope::model::ChatMessage;
 use specscope::trace::{read_trace, TraceEvent};
@@ -181,7 +183,8 @@ fn key(code: KeyCode, m: KeyModifiers) -> TermInput {
     TermInput::Key(KeyEvent::new(code, m))
 }
 
-#[allow(clippy::too_many_lines)] // the headless and the screen passes side by side; to be cut into steps (issue: long functions)
+/// The headless and the screen side of ui-bench: each request headless, then through
+/// the live app; then a full screen drawn again and again; then the report.
 pub fn run(args: UiBenchArgs) -> Result<()> {
     let options = args.decode.options()?;
     let pricing = args.decode.cost.pricing()?;
@@ -216,167 +219,205 @@ pub fn run(args: UiBenchArgs) -> Result<()> {
         Ok((secs, text))
     };
 
-    // With the screen: the live app in a test terminal, driven by keys.
-    let rec = args.record.then(|| {
-        std::env::temp_dir().join(format!("specscope-ui-bench-{}.jsonl", std::process::id()))
-    });
-    let log = Arc::new(Mutex::new(Vec::new()));
-    let (handle, events) = EngineHandle::spawn(loaded.scheduler(&pricing));
-    let live = Live {
-        handle,
-        events: observe(events, log.clone()),
-        tokenizer: loaded.tokenizer.clone(),
-        context: loaded.model.config().max_position_embeddings,
-        header: loaded.trace_header(&options, &pricing),
-        record: rec.clone(),
-    };
-    let app_options = options.clone();
-    let (w, h) = (args.width, args.height);
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let app = std::thread::spawn(move || -> Result<Vec<(Instant, Instant)>> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        let frames = Rc::new(RefCell::new(Vec::new()));
-        let backend = TimedBackend {
-            inner: TestBackend::new(w, h),
-            start: Cell::new(None),
-            frames: frames.clone(),
-        };
-        let mut screen = Screen::new(Terminal::new(backend)?, false);
-        let ui = Ui {
-            theme: Theme::dark(),
-            keymap: Keymap::builtin(),
-            warnings: Vec::new(),
-        };
-        // Full speed: the screen's cost, not slow motion's.
-        let mut s = State::new("bench", "cpu", app_options);
-        rt.block_on(run_live(&mut screen, &mut rx, live, &ui, &mut s))?;
-        let frames = frames.borrow().clone();
-        Ok(frames)
-    });
-
+    let app = App::start(&args, &loaded, &options, &pricing)?;
     let repeats = usize::from(args.repeats);
-    // Each request headless, then the same request through the screen, back to back:
-    // the machine's drift hits both sides alike. The passes measure a person watching;
-    // one more pass at the end has keys pressed every 40 ms while decoding, for the key
-    // latency (its throughput is reported apart).
-    let passes = repeats + 1;
-    let mut head_secs = vec![0.0; passes];
-    let mut head_texts = Vec::new();
-    let mut sent: Vec<Instant> = Vec::new();
-    let total = passes * prompts.len();
-    let mut progress = Progress::new("ui-bench", total as u64);
-    let finished = || log.lock().map(|l| l.len()).unwrap_or(0);
-    let ask = |p: &str| -> Result<()> {
-        // Each prompt alone, as headless: clear the chat first.
-        tx.send(key(KeyCode::Char('l'), KeyModifiers::CONTROL))?;
+    let driven = drive(&app, &prompts, repeats, &mut headless)?;
+    let total = (repeats + 1) * prompts.len();
+    app.tx
+        .send(key(KeyCode::Char('q'), KeyModifiers::CONTROL))?;
+    let frames = app
+        .thread
+        .join()
+        .map_err(|_| anyhow::anyhow!("the app thread panicked"))??;
+    if let Some(rec) = &app.record {
+        check_recording(rec, total)?;
+    }
+    let timings: Vec<RequestTiming> = app
+        .log
+        .lock()
+        .map(|l| l.iter().skip(WARM_UP).cloned().collect())
+        .unwrap_or_default();
+    let static_frames = demo_frames(&options, args.width, args.height)?;
+    report(&args, &prompts, &driven, &timings, &frames, &static_frames)
+}
+
+/// The live app in a test terminal, driven by keys: its key channel, its thread (which
+/// returns each frame's start and end), the requests it finished, and its recording.
+struct App {
+    tx: tokio::sync::mpsc::UnboundedSender<TermInput>,
+    thread: std::thread::JoinHandle<Result<Vec<(Instant, Instant)>>>,
+    log: Arc<Mutex<Vec<RequestTiming>>>,
+    record: Option<std::path::PathBuf>,
+}
+
+impl App {
+    fn start(
+        args: &UiBenchArgs,
+        loaded: &super::Loaded,
+        options: &DecodeOptions,
+        pricing: &Pricing,
+    ) -> Result<Self> {
+        let record = args.record.then(|| {
+            std::env::temp_dir().join(format!("specscope-ui-bench-{}.jsonl", std::process::id()))
+        });
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (handle, events) = EngineHandle::spawn(loaded.scheduler(pricing));
+        let live = Live {
+            handle,
+            events: observe(events, log.clone()),
+            tokenizer: loaded.tokenizer.clone(),
+            context: loaded.model.config().max_position_embeddings,
+            header: loaded.trace_header(options, pricing),
+            record: record.clone(),
+        };
+        let app_options = options.clone();
+        let (w, h) = (args.width, args.height);
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let thread = std::thread::spawn(move || -> Result<Vec<(Instant, Instant)>> {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let frames = Rc::new(RefCell::new(Vec::new()));
+            let backend = TimedBackend {
+                inner: TestBackend::new(w, h),
+                start: Cell::new(None),
+                frames: frames.clone(),
+            };
+            let mut screen = Screen::new(Terminal::new(backend)?, false);
+            let ui = Ui {
+                theme: Theme::dark(),
+                keymap: Keymap::builtin(),
+                warnings: Vec::new(),
+            };
+            // Full speed: the screen's cost, not slow motion's.
+            let mut s = State::new("bench", "cpu", app_options);
+            rt.block_on(run_live(&mut screen, &mut rx, live, &ui, &mut s))?;
+            let frames = frames.borrow().clone();
+            Ok(frames)
+        });
+        Ok(Self {
+            tx,
+            thread,
+            log,
+            record,
+        })
+    }
+
+    /// Types `p` as a person would, into a cleared chat (each prompt alone, as
+    /// headless).
+    fn ask(&self, p: &str) -> Result<()> {
+        self.tx
+            .send(key(KeyCode::Char('l'), KeyModifiers::CONTROL))?;
         for c in p.chars() {
-            tx.send(key(KeyCode::Char(c), KeyModifiers::NONE))?;
+            self.tx.send(key(KeyCode::Char(c), KeyModifiers::NONE))?;
         }
-        tx.send(key(KeyCode::Enter, KeyModifiers::NONE))?;
+        self.tx.send(key(KeyCode::Enter, KeyModifiers::NONE))?;
         Ok(())
-    };
-    // One warm-up request each side, not counted: the first request pays for the
-    // allocator and the thread pool, which would otherwise land on one side only.
-    if let Some(p) = prompts.first() {
-        headless(p)?;
-        ask(p)?;
+    }
+
+    fn finished(&self) -> usize {
+        self.log.lock().map(|l| l.len()).unwrap_or(0)
+    }
+
+    /// Waits until more than `done` requests have finished, calling `tick` every
+    /// `every`.
+    fn wait(
+        &self,
+        done: usize,
+        every: Duration,
+        mut tick: impl FnMut() -> Result<()>,
+    ) -> Result<()> {
         let start = Instant::now();
-        while finished() < WARM_UP {
-            std::thread::sleep(Duration::from_millis(20));
+        while self.finished() <= done {
+            std::thread::sleep(every);
+            tick()?;
             if start.elapsed() > Duration::from_secs(300) {
-                bail!("the warm-up request did not finish");
+                bail!("request {} did not finish", done + 1);
             }
         }
+        Ok(())
     }
-    for (rep, head) in head_secs.iter_mut().enumerate() {
+}
+
+/// What the passes measured on the headless side: seconds per pass, the texts, and
+/// when each key was sent during the last pass.
+struct Driven {
+    head_secs: Vec<f64>,
+    head_texts: Vec<String>,
+    sent: Vec<Instant>,
+}
+
+/// Each request headless, then the same request through the screen, back to back:
+/// the machine's drift hits both sides alike. The `repeats` passes measure a person
+/// watching; one more pass has keys pressed every 40 ms while decoding, for the key
+/// latency (its throughput is reported apart). One warm-up request each side comes
+/// first, not counted: the first request pays for the allocator and the thread pool.
+fn drive(
+    app: &App,
+    prompts: &[String],
+    repeats: usize,
+    headless: &mut dyn FnMut(&str) -> Result<(f64, String)>,
+) -> Result<Driven> {
+    let passes = repeats + 1;
+    let mut d = Driven {
+        head_secs: vec![0.0; passes],
+        head_texts: Vec::new(),
+        sent: Vec::new(),
+    };
+    let mut progress = Progress::new("ui-bench", (passes * prompts.len()) as u64);
+    if let Some(p) = prompts.first() {
+        headless(p)?;
+        app.ask(p)?;
+        app.wait(WARM_UP - 1, Duration::from_millis(20), || Ok(()))?;
+    }
+    for rep in 0..passes {
         let keys = rep == repeats;
         for (i, p) in prompts.iter().enumerate() {
             let (secs, text) = headless(p)?;
-            *head += secs;
-            head_texts.push(text);
-            ask(p)?;
+            d.head_secs[rep] += secs;
+            d.head_texts.push(text);
+            app.ask(p)?;
             let done = WARM_UP + rep * prompts.len() + i;
-            let start = Instant::now();
-            while finished() <= done {
-                std::thread::sleep(Duration::from_millis(40));
+            let sent = &mut d.sent;
+            app.wait(done, Duration::from_millis(40), || {
                 if keys {
                     // A key while decoding: select the next position in the round pane.
                     sent.push(Instant::now());
-                    tx.send(key(KeyCode::Right, KeyModifiers::SHIFT))?;
+                    app.tx.send(key(KeyCode::Right, KeyModifiers::SHIFT))?;
                 }
-                if start.elapsed() > Duration::from_secs(300) {
-                    bail!("request {} did not finish", done + 1);
-                }
-            }
+                Ok(())
+            })?;
             progress.set(done as u64 + 1, "requests (headless, then with the screen)");
         }
     }
     progress.finish("done");
-    tx.send(key(KeyCode::Char('q'), KeyModifiers::CONTROL))?;
-    let frames = app
-        .join()
-        .map_err(|_| anyhow::anyhow!("the app thread panicked"))??;
+    Ok(d)
+}
 
-    // Request times as the engine stamped them: request started → request finished.
-    if let Some(rec) = &rec {
-        let trace = read_trace(rec)?;
-        let _ = std::fs::remove_file(rec);
-        let recorded = trace
-            .events
-            .iter()
-            .filter(|e| {
-                matches!(
-                    e.event,
-                    TraceEvent::Decode(DecodeEvent::RequestFinished { .. })
-                )
-            })
-            .count();
-        ensure!(
-            recorded == total + WARM_UP,
-            "the recording holds {recorded} finished requests, not {}",
-            total + WARM_UP
-        );
-    }
-    let timings: Vec<RequestTiming> = log
-        .lock()
-        .map(|l| l.iter().skip(WARM_UP).cloned().collect())
-        .unwrap_or_default();
-    let mut screen_secs = vec![0.0; passes];
-    for (i, r) in timings.iter().enumerate() {
-        screen_secs[(i / prompts.len()).min(passes - 1)] += (r.finished - r.started).as_secs_f64();
-    }
-    let screen_texts: Vec<String> = timings.iter().map(|r| r.text.clone()).collect();
-    let same = screen_texts == head_texts;
-    let tokens: usize = timings.iter().map(|r| r.new_tokens).sum();
-    let ratios: Vec<f64> = head_secs
+/// The recording holds every request the screen finished.
+fn check_recording(rec: &std::path::Path, total: usize) -> Result<()> {
+    let trace = read_trace(rec)?;
+    let _ = std::fs::remove_file(rec);
+    let recorded = trace
+        .events
         .iter()
-        .zip(&screen_secs)
-        .map(|(h, s)| h / s)
-        .collect();
-    let (watch_head, watch_screen) = (
-        head_secs[..repeats].iter().sum::<f64>(),
-        screen_secs[..repeats].iter().sum::<f64>(),
-    );
-    let ratio = watch_head / watch_screen;
-    let key_ratio = ratios[repeats];
-
-    let live_frames: Vec<f64> = frames
-        .iter()
-        .map(|(a, b)| (*b - *a).as_secs_f64() * 1e3)
-        .collect();
-    let latencies: Vec<f64> = sent
-        .iter()
-        .filter_map(|t| {
-            frames
-                .iter()
-                .find(|(start, _)| start >= t)
-                .map(|(_, end)| (*end - *t).as_secs_f64() * 1e3)
+        .filter(|e| {
+            matches!(
+                e.event,
+                TraceEvent::Decode(DecodeEvent::RequestFinished { .. })
+            )
         })
-        .collect();
+        .count();
+    ensure!(
+        recorded == total + WARM_UP,
+        "the recording holds {recorded} finished requests, not {}",
+        total + WARM_UP
+    );
+    Ok(())
+}
 
-    // A full screen of the demo recording, drawn again and again.
+/// A full screen of the demo recording drawn 300 times: each frame's ms.
+fn demo_frames(options: &DecodeOptions, w: u16, h: u16) -> Result<Vec<f64>> {
     let demo = specscope::model::source::bundled_dir()
         .parent()
         .map(|p| p.join("demo.jsonl"))
@@ -395,7 +436,56 @@ pub fn run(args: UiBenchArgs) -> Result<()> {
         term.draw(|f| render::draw(f, &s, &theme, &keys))?;
         static_frames.push(t.elapsed().as_secs_f64() * 1e3);
     }
+    Ok(static_frames)
+}
 
+/// The ratios, frame times and key latencies, as JSON or lines.
+fn report(
+    args: &UiBenchArgs,
+    prompts: &[String],
+    d: &Driven,
+    timings: &[RequestTiming],
+    frames: &[(Instant, Instant)],
+    static_frames: &[f64],
+) -> Result<()> {
+    let repeats = usize::from(args.repeats);
+    let passes = repeats + 1;
+    let total = passes * prompts.len();
+    let (w, h) = (args.width, args.height);
+    let head_secs = &d.head_secs;
+    let mut screen_secs = vec![0.0; passes];
+    for (i, r) in timings.iter().enumerate() {
+        screen_secs[(i / prompts.len()).min(passes - 1)] += (r.finished - r.started).as_secs_f64();
+    }
+    let screen_texts: Vec<String> = timings.iter().map(|r| r.text.clone()).collect();
+    let same = screen_texts == d.head_texts;
+    let tokens: usize = timings.iter().map(|r| r.new_tokens).sum();
+    let ratios: Vec<f64> = head_secs
+        .iter()
+        .zip(&screen_secs)
+        .map(|(h, s)| h / s)
+        .collect();
+    let (watch_head, watch_screen) = (
+        head_secs[..repeats].iter().sum::<f64>(),
+        screen_secs[..repeats].iter().sum::<f64>(),
+    );
+    let ratio = watch_head / watch_screen;
+    let key_ratio = ratios[repeats];
+
+    let live_frames: Vec<f64> = frames
+        .iter()
+        .map(|(a, b)| (*b - *a).as_secs_f64() * 1e3)
+        .collect();
+    let latencies: Vec<f64> = d
+        .sent
+        .iter()
+        .filter_map(|t| {
+            frames
+                .iter()
+                .find(|(start, _)| start >= t)
+                .map(|(_, end)| (*end - *t).as_secs_f64() * 1e3)
+        })
+        .collect();
     let out = json!({
         "requests": total,
         "recording": args.record,
@@ -410,7 +500,7 @@ pub fn run(args: UiBenchArgs) -> Result<()> {
         "throughput_ratio_with_keys_pressed": key_ratio,
         "frames_live": live_frames.len(),
         "frame_ms_live": {"mean": mean(&live_frames), "p99": pct(live_frames.clone(), 0.99), "max": pct(live_frames, 1.0)},
-        "frame_ms_demo_full": {"mean": mean(&static_frames), "p99": pct(static_frames.clone(), 0.99), "max": pct(static_frames, 1.0)},
+        "frame_ms_demo_full": {"mean": mean(static_frames), "p99": pct(static_frames.to_vec(), 0.99), "max": pct(static_frames.to_vec(), 1.0)},
         "key_to_frame_ms": {"keys": latencies.len(), "mean": mean(&latencies), "p99": pct(latencies.clone(), 0.99), "max": pct(latencies, 1.0)},
         "size": format!("{w}x{h}"),
     });

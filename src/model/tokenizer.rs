@@ -286,8 +286,13 @@ pub fn render_template(
     eos_token: &str,
 ) -> Result<String> {
     let mut env = minijinja::Environment::new();
-    env.set_trim_blocks(true);
-    env.set_lstrip_blocks(true);
+    env.set_syntax(
+        minijinja::syntax::SyntaxConfig::builder()
+            .trim_blocks(true)
+            .lstrip_blocks(true)
+            .build()
+            .map_err(|e| anyhow!("chat template syntax: {e}"))?,
+    );
     env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
     minijinja_contrib::add_to_environment(&mut env);
     env.add_function(
@@ -308,7 +313,7 @@ pub fn render_template(
     let mut out = Bounded::default();
     let r = tmpl.render_captured_to(
         minijinja::context! {
-            messages => messages,
+            messages => minijinja::value::Serde(messages),
             add_generation_prompt => true,
             enable_thinking => enable_thinking,
             bos_token => bos_token,

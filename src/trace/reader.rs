@@ -58,7 +58,7 @@ pub fn parse_trace(bytes: &[u8], name: &str) -> Result<Trace> {
     super::validate::header(&header).map_err(|e| anyhow!("{name}:1: {e:#}"))?;
     let mut events = Vec::new();
     let mut warnings = Vec::new();
-    let mut order = super::validate::Order::new(header.event_version);
+    let mut order = super::order::Order::new(header.event_version);
     for (i, raw) in lines.iter().enumerate().take(n_lines).skip(1) {
         let lineno = i + 1;
         ensure!(

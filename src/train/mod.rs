@@ -5,4 +5,5 @@ pub mod bpe;
 pub mod corpus;
 pub mod draft_lora;
 pub mod objective;
+mod streams;
 pub mod trainer;

@@ -8,32 +8,16 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+use crossterm::clipboard::CopyToClipboard;
+use crossterm::Command as _;
 
-/// Standard base64 with padding.
-pub fn base64(data: &[u8]) -> String {
-    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
-    for chunk in data.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(B64[((n >> (18 - 6 * i)) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
-/// The escape sequence that puts `text` on the terminal's clipboard.
+/// The escape sequence that puts `text` on the terminal's clipboard (crossterm's
+/// OSC 52, ended by ST).
 pub fn osc52(text: &str) -> String {
-    format!("\x1b]52;c;{}\x07", base64(text.as_bytes()))
+    let mut seq = String::new();
+    // Writing into a String cannot fail.
+    let _ = CopyToClipboard::to_clipboard_from(text).write_ansi(&mut seq);
+    seq
 }
 
 /// Gives `text` to tmux's `load-buffer` (`-w`: also the outer clipboard, tmux 3.2+;
@@ -82,24 +66,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn base64_matches_the_rfc_vectors() {
-        for (i, o) in [
-            ("", ""),
-            ("f", "Zg=="),
-            ("fo", "Zm8="),
-            ("foo", "Zm9v"),
-            ("foobar", "Zm9vYmFy"),
-        ] {
-            assert_eq!(base64(i.as_bytes()), o);
-        }
-        assert_eq!(osc52("hi"), "\x1b]52;c;aGk=\x07");
+    fn osc52_carries_the_text_in_base64() {
+        assert_eq!(osc52("hi"), "\x1b]52;c;aGk=\x1b\\");
+        assert_eq!(osc52("foobar"), "\x1b]52;c;Zm9vYmFy\x1b\\");
     }
 
     #[test]
     fn outside_tmux_osc52_goes_out() {
         let mut sent = String::new();
         let said = copy_with("hi", false, "tmux", |s| sent = s.to_string());
-        assert_eq!(sent, "\x1b]52;c;aGk=\x07");
+        assert_eq!(sent, osc52("hi"));
         assert!(said.contains("OSC 52"));
     }
 

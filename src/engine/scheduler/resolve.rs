@@ -56,38 +56,7 @@ impl Scheduler {
             ),
         });
         r.seed = verdict.bonus;
-        if !p.branches.is_empty() {
-            sink.emit(DecodeEvent::BranchesBuilt {
-                req: id,
-                round: rnd,
-                branches: p
-                    .branches
-                    .iter()
-                    .zip(&predicted)
-                    .map(|(br, (_, tok))| BranchView {
-                        kind: br.kind,
-                        at: br.at,
-                        alt: br.alt,
-                        tokens: br.tokens.len(),
-                        block: match br.alt {
-                            Some(alt) => std::iter::once(alt)
-                                .chain(tok[1..].iter().copied())
-                                .collect(),
-                            None => tok.clone(),
-                        },
-                    })
-                    .collect(),
-            });
-        }
-        sink.emit(DecodeEvent::Verified {
-            req: id,
-            round: rnd,
-            accepted: verdict.accepted,
-            first_reject: verdict.first_reject,
-            verifier_tokens: verdict.verifier_tokens.clone(),
-            bonus: verdict.bonus,
-            detail: if detail { views(&vsig) } else { Vec::new() },
-        });
+        emit_verdict(sink, id, rnd, &p, &predicted, &verdict, &vsig, detail);
         // The answer ended inside the block (an accepted eos, or the budget): past its
         // end the verifier judged nothing of it. It `ends` also when its last token
         // is the round's own.
@@ -96,42 +65,8 @@ impl Scheduler {
         if let Some(h) = before.filter(|_| !ended) {
             self.policy.observe_advance(b, &h, verdict.advance());
         }
-        let mut hit: Option<BranchKind> = None;
-        let mut hit_row: Option<usize> = None;
-        if !p.branches.is_empty() {
-            let cont_first = p
-                .branches
-                .iter()
-                .position(|br| br.kind == BranchKind::Continuation)
-                .map(|k| predicted[k].1[0]);
-            let outcome = if ended {
-                BranchOutcome::Miss {
-                    reason: overlap::MissReason::Ended,
-                }
-            } else {
-                overlap::resolve(&p.branches, &verdict, cont_first)
-            };
-            if let BranchOutcome::Hit { index, kind } = outcome {
-                hit = Some(kind);
-                hit_row = Some(index);
-                if !ends {
-                    let (sig, tok) = &predicted[index];
-                    r.pending = Some(Pending {
-                        block: overlap::reused_block(&p.branches[index], tok, verdict.bonus),
-                        signals: sig[1..].to_vec(),
-                        kind,
-                    });
-                }
-            }
-            if !ended {
-                self.policy.observe_rows(&p.row_keys, hit_row);
-            }
-            sink.emit(DecodeEvent::BranchResolved {
-                req: id,
-                round: rnd,
-                outcome,
-            });
-        }
+        let hit = self.resolve_branches(i, &p, &predicted, &verdict, (ended, ends), sink);
+        let r = &mut self.requests[i];
         r.stats.tally.record_round(&RoundTally {
             block: b,
             // What the answer got: the verdict cut at EOS and the budget.
@@ -146,6 +81,106 @@ impl Scheduler {
         self.commit(i, rnd, &kept, &origins, sink);
         Ok(())
     }
+
+    /// The branch outcome of plan `p` (a miss when the answer `ended` inside the
+    /// block): a hit's block becomes the request's pending draft unless the answer
+    /// `ends` here, the row tables learn from it, and `branch_resolved` says so.
+    fn resolve_branches(
+        &mut self,
+        i: usize,
+        p: &Plan,
+        predicted: &[Predicted],
+        verdict: &round::Verdict,
+        (ended, ends): (bool, bool),
+        sink: &mut dyn EventSink,
+    ) -> Option<BranchKind> {
+        if p.branches.is_empty() {
+            return None;
+        }
+        let r = &mut self.requests[i];
+        let cont_first = p
+            .branches
+            .iter()
+            .position(|br| br.kind == BranchKind::Continuation)
+            .map(|k| predicted[k].1[0]);
+        let outcome = if ended {
+            BranchOutcome::Miss {
+                reason: overlap::MissReason::Ended,
+            }
+        } else {
+            overlap::resolve(&p.branches, verdict, cont_first)
+        };
+        let mut hit = None;
+        let mut hit_row = None;
+        if let BranchOutcome::Hit { index, kind } = outcome {
+            hit = Some(kind);
+            hit_row = Some(index);
+            if !ends {
+                let (sig, tok) = &predicted[index];
+                r.pending = Some(Pending {
+                    block: overlap::reused_block(&p.branches[index], tok, verdict.bonus),
+                    signals: sig[1..].to_vec(),
+                    kind,
+                });
+            }
+        }
+        if !ended {
+            self.policy.observe_rows(&p.row_keys, hit_row);
+        }
+        sink.emit(DecodeEvent::BranchResolved {
+            req: r.id,
+            round: r.round,
+            outcome,
+        });
+        hit
+    }
+}
+
+/// `branches_built` (the rows fused with this verification, with what each drafted)
+/// and `verified`.
+#[allow(clippy::too_many_arguments)] // one round's verdict, as the events carry it
+fn emit_verdict(
+    sink: &mut dyn EventSink,
+    id: u64,
+    rnd: usize,
+    p: &Plan,
+    predicted: &[Predicted],
+    verdict: &round::Verdict,
+    vsig: &[PosSignals],
+    detail: bool,
+) {
+    if !p.branches.is_empty() {
+        sink.emit(DecodeEvent::BranchesBuilt {
+            req: id,
+            round: rnd,
+            branches: p
+                .branches
+                .iter()
+                .zip(predicted)
+                .map(|(br, (_, tok))| BranchView {
+                    kind: br.kind,
+                    at: br.at,
+                    alt: br.alt,
+                    tokens: br.tokens.len(),
+                    block: match br.alt {
+                        Some(alt) => std::iter::once(alt)
+                            .chain(tok[1..].iter().copied())
+                            .collect(),
+                        None => tok.clone(),
+                    },
+                })
+                .collect(),
+        });
+    }
+    sink.emit(DecodeEvent::Verified {
+        req: id,
+        round: rnd,
+        accepted: verdict.accepted,
+        first_reject: verdict.first_reject,
+        verifier_tokens: verdict.verifier_tokens.clone(),
+        bonus: verdict.bonus,
+        detail: if detail { views(vsig) } else { Vec::new() },
+    });
 }
 
 /// Per-position detail for the screen's inspector.
