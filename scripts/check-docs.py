@@ -3,7 +3,8 @@
 
     scripts/check-docs.py [--bin target/release/specscope] [--keep]
 
-Each command in a fenced code block is run as written, except that:
+Each command in a fenced code block is run as written (and the `python3 scripts/…`
+helpers that make their inputs under target/), except that:
   - it decodes little: `--limit` becomes 1, `--max-new-tokens` 8, `--repeats` 1 (and
     `bench`, `eval`, `survival` and `run` get them when they do not say);
   - what it writes goes to a temporary directory (`--out`, `--json FILE`, `> FILE`),
@@ -13,7 +14,8 @@ give it: a person at the screen (`chat`, `replay`, no subcommand; the tmux tests
 drive those), the network (a hub id), a GPU, a checkpoint or files the reader
 brings, or hours (`train`; tests/suite/train.rs trains a toy model).
 
-Exit status 1 when a command that ran failed. About 3 minutes on 2 cores.
+Exit status 1 when a command that ran failed. About a minute on 2 cores; `.ci/run`
+runs it with the debug binary the tests built.
 """
 
 import argparse
@@ -63,19 +65,22 @@ def commands():
             while line.rstrip().endswith("\\") and i < len(lines):
                 line = line.rstrip()[:-1] + " " + lines[i].strip()
                 i += 1
-            line = re.sub(r"\s{2,}#.*$", "", line).strip()
-            if re.match(r"^(?:[A-Z_]+=\S+\s+)*specscope(\s|$)", line) or " | specscope " in line:
+            line = line.strip()
+            if (re.match(r"^(?:[A-Z_]+=\S+\s+)*specscope(\s|$)", line)
+                    or " | specscope " in line or line.startswith("python3 scripts/")):
                 yield doc.relative_to(ROOT), at, line
 
 
 def is_hub_id(s):
-    return re.fullmatch(r"[\w.-]+/[\w.-]+", s) is not None and not Path(s).exists()
+    """`owner/name` as `--model` reads it: no path-like start, one slash."""
+    return (re.fullmatch(r"[\w-][\w.-]*/[\w.-]+", s) is not None
+            and not s.startswith(("target/", "assets/")) and not Path(s).exists())
 
 
 def shrink(argv, sub, tmp, n, renamed):
     """The command with small limits, writing into `tmp`; or a reason to skip it.
     `renamed` maps paths earlier commands wrote to where they wrote them instead."""
-    argv = [renamed.get(a, a) for a in argv]
+    argv = [renamed.get(a) or a for a in argv]
     if sub == "synthetic" and len(argv) > 1 and not argv[1].startswith("-"):
         renamed[argv[1]] = str(tmp / f"{n}-{Path(argv[1]).name}")
         argv[1] = renamed[argv[1]]
@@ -95,6 +100,8 @@ def shrink(argv, sub, tmp, n, renamed):
             k += 2
             continue
         if a == "--model" and nxt is not None:
+            if nxt in renamed and renamed[nxt] is None:
+                return None, f"needs what a skipped step above makes ({nxt})"
             if is_hub_id(nxt):
                 return None, f"needs the network (hub id {nxt})"
             if not Path(nxt).exists():
@@ -129,13 +136,21 @@ def main():
     renamed = {}
     for n, (doc, at, line) in enumerate(commands()):
         where = f"{doc}:{at}"
+        if line.startswith("python3 scripts/"):
+            # A helper script that makes inputs under target/ for the commands after it.
+            ran += 1
+            r = subprocess.run(["bash", "-c", line], cwd=ROOT, env=env, capture_output=True,
+                               text=True, stdin=subprocess.DEVNULL, timeout=600)
+            failed += r.returncode != 0
+            print(f"{'ok  ' if r.returncode == 0 else 'FAIL'}  {where}: {line}")
+            continue
         # The pipeline's specscope part, the env assignments before it kept.
         head, _, tail = line.rpartition("| ")
         m = re.match(r"^((?:[A-Z_]+=\S+\s+)*)specscope(.*)$", tail if head else line)
         if not m:
             continue
         try:
-            argv = shlex.split(m.group(2))
+            argv = shlex.split(m.group(2), comments=True)
         except ValueError:
             continue
         sub = argv[0] if argv else None
@@ -152,6 +167,10 @@ def main():
         if reason is None:
             small, reason = shrink(argv, sub, tmp, n, renamed)
         if reason is not None:
+            # What a skipped command would have written is missing for those after it.
+            for flag, value in zip(argv, argv[1:]):
+                if flag == "--out":
+                    renamed[value] = None
             skipped += 1
             print(f"skip  {where}: {line}\n      ({reason})")
             continue
