@@ -4,7 +4,10 @@
 use serde::{Deserialize, Serialize};
 
 /// A user-facing action (bindable in keymap.toml).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+// `clap::ValueEnum` only for the list of variants (`Action::all`), written once.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord, clap::ValueEnum,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Action {
     /// Send the message in the input box.
@@ -83,44 +86,10 @@ pub enum Action {
 
 impl Action {
     /// Every action, in the order the help lists them.
-    pub const ALL: &'static [Action] = &[
-        Action::Submit,
-        Action::Newline,
-        Action::Stop,
-        Action::Interrupt,
-        Action::Quit,
-        Action::Help,
-        Action::HistoryPrev,
-        Action::HistoryNext,
-        Action::ScrollUp,
-        Action::ScrollDown,
-        Action::PageUp,
-        Action::PageDown,
-        Action::FollowBottom,
-        Action::Regenerate,
-        Action::Clear,
-        Action::CopyLast,
-        Action::ToggleOrigins,
-        Action::ToggleMouse,
-        Action::Example,
-        Action::TogglePause,
-        Action::Step,
-        Action::RoundPrev,
-        Action::RoundNext,
-        Action::RoundLive,
-        Action::PosPrev,
-        Action::PosNext,
-        Action::CycleMode,
-        Action::BlockSmaller,
-        Action::BlockLarger,
-        Action::ToggleAdaptive,
-        Action::ToggleOverlap,
-        Action::Slower,
-        Action::Faster,
-        Action::ToggleRecord,
-        Action::SeekBack,
-        Action::SeekForward,
-    ];
+    /// Every action, in the order the enum declares them (the help's order).
+    pub fn all() -> &'static [Action] {
+        <Action as clap::ValueEnum>::value_variants()
+    }
 
     /// The keymap name (snake_case, as in keymap.toml).
     pub fn name(self) -> String {
@@ -220,12 +189,12 @@ mod tests {
     #[test]
     fn every_action_has_a_distinct_name_that_parses_back() {
         let mut names = std::collections::BTreeSet::new();
-        for a in Action::ALL {
+        for &a in Action::all() {
             let n = a.name();
             assert!(!n.is_empty());
             let back: Action =
                 serde_json::from_value(serde_json::Value::String(n.clone())).unwrap();
-            assert_eq!(back, *a);
+            assert_eq!(back, a);
             assert!(names.insert(n));
         }
     }

@@ -109,7 +109,7 @@ impl Keymap {
 
     /// `(keys, action, help)` for every bound action, in help order.
     pub fn help_rows(&self) -> Vec<(String, Action, &'static str)> {
-        Action::ALL
+        Action::all()
             .iter()
             .filter_map(|a| {
                 let keys = self.keys_for(*a);
@@ -139,7 +139,7 @@ pub struct KeyHints(BTreeMap<Action, String>);
 
 impl KeyHints {
     pub fn of(keymap: &Keymap) -> Self {
-        Self(Action::ALL.iter().map(|&a| (a, keymap.hint(a))).collect())
+        Self(Action::all().iter().map(|&a| (a, keymap.hint(a))).collect())
     }
 
     /// The key of `a` ("-" where nothing is bound to it).
@@ -198,7 +198,7 @@ fn parse(text: &str, name: &str) -> (Vec<(KeySpec, Option<Action>)>, Vec<String>
 
 /// The action names a keymap may use, for error messages.
 fn action_names() -> String {
-    let mut names: Vec<String> = Action::ALL.iter().map(|a| a.name()).collect();
+    let mut names: Vec<String> = Action::all().iter().map(|a| a.name()).collect();
     names.push("none".into());
     names.join(", ")
 }
@@ -412,8 +412,8 @@ mod tests {
             Some(Action::Slower)
         );
         // Every bindable action reachable from some key.
-        for a in Action::ALL {
-            assert!(!km.keys_for(*a).is_empty(), "{a:?} has no key");
+        for &a in Action::all() {
+            assert!(!km.keys_for(a).is_empty(), "{a:?} has no key");
         }
     }
 

@@ -182,7 +182,7 @@ pub fn max_scroll(area: Rect, s: &State, t: &Theme, keys: &Keymap) -> usize {
 
 pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme, keys: &Keymap) {
     let mut tabs: Vec<Span> = vec![Span::styled(" help: ", t.title)];
-    for page in HelpPage::ALL {
+    for &page in HelpPage::all() {
         let style = if page == s.help_page {
             t.selected
         } else {

@@ -114,8 +114,8 @@ pub struct RequestInfo {
     pub diffusing: bool,
 }
 
-/// The help overlay's pages, in order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// The help overlay's pages, in order (`clap::ValueEnum` only for the list).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum HelpPage {
     /// The keys that act here.
     #[default]
@@ -127,7 +127,10 @@ pub enum HelpPage {
 }
 
 impl HelpPage {
-    pub const ALL: [HelpPage; 3] = [HelpPage::Keys, HelpPage::Legend, HelpPage::Messages];
+    /// The pages in tab order.
+    pub fn all() -> &'static [HelpPage] {
+        <HelpPage as clap::ValueEnum>::value_variants()
+    }
 
     /// The tab's name.
     pub fn name(self) -> &'static str {
@@ -140,9 +143,9 @@ impl HelpPage {
 
     /// `by` pages on, wrapping around.
     pub fn moved(self, by: i64) -> Self {
-        let n = Self::ALL.len() as i64;
-        let i = Self::ALL.iter().position(|p| *p == self).unwrap_or(0) as i64;
-        Self::ALL[(i + by).rem_euclid(n) as usize]
+        let n = Self::all().len() as i64;
+        let i = Self::all().iter().position(|p| *p == self).unwrap_or(0) as i64;
+        Self::all()[(i + by).rem_euclid(n) as usize]
     }
 }
 

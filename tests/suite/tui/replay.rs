@@ -110,7 +110,7 @@ fn replay_help_lists_only_keys_that_act_in_a_replay() {
     base.status.notice = None;
     // A key may act only after another (Esc closes the inspector Shift+→ opened,
     // PgDn scrolls back what PgUp scrolled): the states after each listed key too.
-    let listed: Vec<Action> = Action::ALL
+    let listed: Vec<Action> = Action::all()
         .iter()
         .copied()
         .filter(|a| a.acts_in(true))
