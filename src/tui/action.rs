@@ -6,7 +6,17 @@ use serde::{Deserialize, Serialize};
 /// A user-facing action (bindable in keymap.toml).
 // `clap::ValueEnum` only for the list of variants (`Action::all`), written once.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord, clap::ValueEnum,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    PartialOrd,
+    Ord,
+    clap::ValueEnum,
 )]
 #[serde(rename_all = "snake_case")]
 pub enum Action {

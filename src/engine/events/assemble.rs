@@ -1,7 +1,8 @@
 //! The one reader of a round's events: which events make a round, in what order, and
 //! when it is complete. `round_records` (eval, plot) and the trace summary (and through
 //! it the screen's statistics, the recorder and the recording check) fold over the
-//! rounds it yields; an event out of order is its error.
+//! rounds it yields, and the round pane shows the round it is gathering; an event
+//! out of order is its error.
 //!
 //! A round of request `req` is, in the engine's order: `block_chosen` (adaptive sizes
 //! only), `drafted` (not for an AR step), `branches_built`, `verified`,
@@ -10,8 +11,8 @@
 
 use std::collections::HashMap;
 
-use super::{BlockTally, BranchKind, BranchOutcome, BranchView, DecodeEvent, PosView, RequestId};
-use super::{RoundTally, Tally};
+use super::{BlockDecision, BlockTally, BranchKind, BranchOutcome, BranchView, DecodeEvent};
+use super::{PosView, RequestId, RoundTally, RowsPriced, Tally};
 
 /// One request's round as its events told it, complete at `committed`.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -20,17 +21,22 @@ pub struct Round {
     pub round: usize,
     /// The request's prompt family, when it was given one.
     pub family: Option<String>,
-    /// The block size `block_chosen` named.
+    /// The block size `block_chosen` named, and why.
     pub chosen: Option<usize>,
+    pub reason: Option<BlockDecision>,
     /// `drafted`: the block (drafted, or reused from a branch), the draft's margins,
     /// its per-position detail (recordings with detail only) and risky positions.
     pub draft: Option<Draft>,
+    /// Which rows ride with verification and why (`drafted`).
+    pub rows: Option<RowsPriced>,
     /// The branch rows fused with this round's verification.
     pub branches: Vec<BranchView>,
     /// The verifier's verdict on the whole block (`None`: block diffusion).
     pub verdict: Option<Verdict>,
     /// What became of this round's branches.
     pub outcome: Option<BranchOutcome>,
+    /// Block diffusion: the canvas as its denoising steps filled it.
+    pub denoise: Option<Denoise>,
     /// Block diffusion: the block written, each position's step, and AR's tokens.
     pub written: Option<Written>,
     /// The tokens the round committed: the verdict cut at the answer's end.
@@ -55,6 +61,22 @@ pub struct Verdict {
     pub accepted: usize,
     pub first_reject: Option<usize>,
     pub verifier_tokens: Vec<u32>,
+    pub bonus: u32,
+    /// The verifier's per-position detail (recordings with detail only).
+    pub detail: Vec<PosView>,
+}
+
+/// A diffusion round's `denoised` steps so far.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Denoise {
+    /// A token, or `None` where still masked.
+    pub canvas: Vec<Option<u32>>,
+    /// The step that committed each position (0 while masked).
+    pub step_of: Vec<usize>,
+    /// The top probability each position was committed with (0 while masked).
+    pub confidence: Vec<f32>,
+    /// The last step.
+    pub steps: usize,
 }
 
 /// A diffusion round's `block_written` event.
@@ -162,6 +184,9 @@ impl std::error::Error for OrderError {}
 struct Open {
     family: Option<String>,
     round: Round,
+    /// The last round completed: an event of its round after its commit (an older
+    /// recording's order) still reaches it.
+    last: Option<Round>,
     committed: usize,
     last_verified: Option<usize>,
     last_committed: Option<usize>,
@@ -172,9 +197,30 @@ struct Open {
 #[derive(Debug, Clone, Default)]
 pub struct Assembler {
     open: HashMap<RequestId, Open>,
+    /// Takes in a request whose start it did not see (the screen after Ctrl+L clears
+    /// it mid-answer) instead of refusing its events.
+    adopt: bool,
 }
 
 impl Assembler {
+    /// An assembler that takes in requests whose start it did not see.
+    pub fn adopting() -> Self {
+        Self {
+            adopt: true,
+            ..Self::default()
+        }
+    }
+
+    /// Round `round` of request `req` as its events told it so far: the one being
+    /// gathered, or the last one completed.
+    pub fn round(&self, req: RequestId, round: usize) -> Option<&Round> {
+        let o = self.open.get(&req)?;
+        [Some(&o.round), o.last.as_ref()]
+            .into_iter()
+            .flatten()
+            .find(|r| r.round == round && r.req == req)
+    }
+
     /// Takes the next event: `Ok(Some(round))` when it completes one, `Err` when the
     /// order does not allow it (the event is then dropped).
     pub fn push(&mut self, e: &DecodeEvent) -> Result<Option<Round>, OrderError> {
@@ -190,6 +236,9 @@ impl Assembler {
                 },
             );
             return Ok(None);
+        }
+        if self.adopt && !matches!(e, DecodeEvent::Error { .. }) {
+            self.open.entry(req).or_default();
         }
         let Some(o) = self.open.get_mut(&req) else {
             // A submission the engine refused fails before it starts.
@@ -218,11 +267,17 @@ impl Assembler {
                 let mut r = std::mem::take(o.at(req, *round));
                 r.committed = tokens.clone();
                 r.committed_before = before;
+                o.last = Some(r.clone());
                 Ok(Some(r))
             }
             _ => {
                 if let Some(round) = e.round() {
-                    o.at(req, round).apply(e);
+                    match &mut o.last {
+                        Some(last) if last.round == round && o.round.round != round => {
+                            last.apply(e)
+                        }
+                        _ => o.at(req, round).apply(e),
+                    }
                 }
                 Ok(None)
             }
@@ -260,15 +315,20 @@ impl Round {
     /// Takes in a round event other than `verified` and `committed`.
     fn apply(&mut self, e: &DecodeEvent) {
         match e {
-            DecodeEvent::BlockChosen { block, .. } => self.chosen = Some(*block),
+            DecodeEvent::BlockChosen { block, reason, .. } => {
+                self.chosen = Some(*block);
+                self.reason = Some(reason.clone());
+            }
             DecodeEvent::Drafted {
                 block,
                 margins,
                 detail,
                 risky,
                 reused,
+                rows,
                 ..
             } => {
+                self.rows = *rows;
                 self.draft = Some(Draft {
                     block: block.clone(),
                     margins: margins.clone(),
@@ -279,6 +339,25 @@ impl Round {
             }
             DecodeEvent::BranchesBuilt { branches, .. } => self.branches = branches.clone(),
             DecodeEvent::BranchResolved { outcome, .. } => self.outcome = Some(*outcome),
+            DecodeEvent::Denoised {
+                step,
+                canvas,
+                positions,
+                confidence,
+                ..
+            } => {
+                let d = self.denoise.get_or_insert_with(Denoise::default);
+                d.step_of.resize(canvas.len(), 0);
+                d.confidence.resize(canvas.len(), 0.0);
+                for (&k, &c) in positions.iter().zip(confidence) {
+                    if k < canvas.len() {
+                        d.step_of[k] = *step;
+                        d.confidence[k] = c;
+                    }
+                }
+                d.canvas = canvas.clone();
+                d.steps = *step;
+            }
             DecodeEvent::BlockWritten {
                 block, steps, ar, ..
             } => {
@@ -299,11 +378,15 @@ fn verdict(e: &DecodeEvent) -> Option<Verdict> {
             accepted,
             first_reject,
             verifier_tokens,
+            bonus,
+            detail,
             ..
         } => Some(Verdict {
             accepted: *accepted,
             first_reject: *first_reject,
             verifier_tokens: verifier_tokens.clone(),
+            bonus: *bonus,
+            detail: detail.clone(),
         }),
         _ => None,
     }
@@ -515,6 +598,42 @@ mod tests {
         );
     }
 
+    /// The round being gathered is there to show before it completes; an adopting
+    /// assembler (the screen's) takes in a request whose start it did not see.
+    #[test]
+    fn the_open_round_shows_before_its_commit() {
+        let mut a = Assembler::default();
+        a.push(&started(1)).unwrap();
+        a.push(&drafted(1, 1, vec![7, 1, 2])).unwrap();
+        let open = a.round(1, 1).unwrap();
+        assert_eq!((open.round, open.verdict.is_none()), (1, true));
+        assert_eq!(open.draft.as_ref().map(|d| d.block.len()), Some(3));
+        a.push(&verified(1, 1, 2, vec![1, 2, 5])).unwrap();
+        let bonus = |a: &Assembler| {
+            a.round(1, 1)
+                .and_then(|r| r.verdict.as_ref())
+                .map(|v| v.bonus)
+        };
+        assert_eq!(bonus(&a), Some(5));
+        // Committed, it is still there, and an event of its round after the commit (an
+        // older recording's order) reaches it.
+        a.push(&committed(1, 1, vec![1, 2, 5])).unwrap();
+        assert_eq!(bonus(&a), Some(5));
+        let resolved = DecodeEvent::BranchResolved {
+            req: 1,
+            round: 1,
+            outcome: BranchOutcome::Miss {
+                reason: crate::engine::events::MissReason::Ended,
+            },
+        };
+        a.push(&resolved).unwrap();
+        assert!(a.round(1, 1).unwrap().outcome.is_some());
+        assert!(a.round(1, 2).is_none());
+        let mut screen = Assembler::adopting();
+        assert_eq!(screen.push(&drafted(4, 2, vec![1, 2])), Ok(None));
+        assert_eq!(screen.round(4, 2).map(|r| r.round), Some(2));
+    }
+
     /// A diffusion round is its denoising steps and the block written; it counts as a
     /// block, by what it committed and how much of it AR would have emitted.
     #[test]
@@ -540,6 +659,11 @@ mod tests {
         ];
         let r = &Assembler::rounds(&events)[0];
         assert!(r.verdict.is_none());
+        let d = r.denoise.as_ref().unwrap();
+        assert_eq!(
+            (d.steps, d.step_of.clone(), d.canvas.len()),
+            (1, vec![1, 0], 2)
+        );
         let mut t = Tally::default();
         r.count_in(&mut t);
         assert_eq!((t.ar_judged, t.ar_agree), (2, 1));

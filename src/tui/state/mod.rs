@@ -359,7 +359,30 @@ pub fn update(s: &mut State, msg: Msg) -> Vec<Effect> {
     }
 }
 
-#[allow(clippy::too_many_lines)] // the reducer's one arm per event kind
+/// Gives a decode event to the round assembler and shows the round it belongs to as
+/// gathered so far (an event out of order changes nothing).
+fn show_round(s: &mut State, t: f64, e: &DecodeEvent) {
+    let (Some(req), Some(round)) = (e.request(), e.round()) else {
+        // Starts and ends open and close a request's rounds.
+        let _ = s.rounds.assembler.push(e);
+        return;
+    };
+    let done = match s.rounds.assembler.push(e) {
+        Ok(done) => done,
+        Err(_) => return,
+    };
+    if round == 0 {
+        return; // the prefill's first token: no round to show
+    }
+    let r = match done {
+        Some(r) => Some(r),
+        None => s.rounds.assembler.round(req, round).cloned(),
+    };
+    if let Some(r) = r {
+        s.rounds.get_mut(req, round, t).fill(&r);
+    }
+}
+
 fn on_event(s: &mut State, t: f64, event: TraceEvent) {
     // The size of the round a commit ends, for the speed meter.
     let block = match &event {
@@ -378,6 +401,7 @@ fn on_event(s: &mut State, t: f64, event: TraceEvent) {
         TraceEvent::Session(se) => return on_session(s, se),
         TraceEvent::Decode(e) => e,
     };
+    show_round(s, t, &e);
     match e {
         DecodeEvent::RequestStarted {
             req,
@@ -407,110 +431,21 @@ fn on_event(s: &mut State, t: f64, event: TraceEvent) {
             s.chat.answer_of(req);
         }
         DecodeEvent::Prefilled { .. } | DecodeEvent::Forward { .. } => {}
-        DecodeEvent::BlockChosen {
-            req,
-            round,
-            block,
-            reason,
-        } => {
-            let r = s.rounds.get_mut(req, round, t);
-            r.block_size = Some(block);
-            r.reason = Some(reason);
-        }
-        DecodeEvent::Drafted {
-            req,
-            round,
-            block,
-            margins,
-            risky,
-            reused,
-            detail,
-            rows,
-        } => {
-            let r = s.rounds.get_mut(req, round, t);
-            r.rows = rows;
-            r.block_size.get_or_insert(block.len());
-            r.block = block;
-            r.margins = margins;
-            r.risky = risky;
-            r.reused = reused;
-            r.draft_detail = detail;
-        }
-        DecodeEvent::BranchesBuilt {
-            req,
-            round,
-            branches,
-        } => s.rounds.get_mut(req, round, t).branches = branches,
-        DecodeEvent::Verified {
-            req,
-            round,
-            accepted,
-            first_reject,
-            verifier_tokens,
-            bonus,
-            detail,
-        } => {
-            s.rounds.get_mut(req, round, t).verdict = Some(VerdictView {
-                accepted,
-                first_reject,
-                verifier_tokens,
-                bonus,
-                detail,
-            });
-        }
-        DecodeEvent::BranchResolved {
-            req,
-            round,
-            outcome,
-        } => s.rounds.get_mut(req, round, t).outcome = Some(outcome),
-        DecodeEvent::Denoised {
-            req,
-            round,
-            step,
-            canvas,
-            positions,
-            confidence,
-        } => {
-            let r = s.rounds.get_mut(req, round, t);
-            r.block_size = Some(canvas.len());
-            let d = r.diffusion.get_or_insert_with(DiffusionView::default);
-            d.step_of.resize(canvas.len(), 0);
-            d.confidence.resize(canvas.len(), 0.0);
-            for (&k, &c) in positions.iter().zip(&confidence) {
-                if k < canvas.len() {
-                    d.step_of[k] = step;
-                    d.confidence[k] = c;
-                }
-            }
-            d.canvas = canvas;
-            d.steps = step;
-        }
-        DecodeEvent::BlockWritten {
-            req,
-            round,
-            block,
-            steps,
-            ar,
-        } => {
-            let r = s.rounds.get_mut(req, round, t);
-            r.block_size = Some(block.len());
-            let d = r.diffusion.get_or_insert_with(DiffusionView::default);
-            d.steps = steps.iter().copied().max().unwrap_or(d.steps);
-            d.confidence.resize(block.len(), 0.0);
-            d.canvas = block.into_iter().map(Some).collect();
-            d.step_of = steps;
-            d.ar = Some(ar);
-        }
+        // The round's events: the assembler gathers them (above), the view shows it.
+        DecodeEvent::BlockChosen { .. }
+        | DecodeEvent::Drafted { .. }
+        | DecodeEvent::BranchesBuilt { .. }
+        | DecodeEvent::Verified { .. }
+        | DecodeEvent::BranchResolved { .. }
+        | DecodeEvent::Denoised { .. }
+        | DecodeEvent::BlockWritten { .. } => {}
         DecodeEvent::Committed {
             req,
-            round,
             tokens,
             origins,
             text,
+            ..
         } => {
-            if round > 0 {
-                s.rounds.get_mut(req, round, t).committed = tokens.clone();
-            }
             let pieces = split_by_origin(s, &tokens, &origins, &text);
             if let Some(turn) = s.chat.answer_of(req) {
                 turn.text.push_str(&text);

@@ -3,7 +3,7 @@
 use std::collections::VecDeque;
 
 use crate::engine::events::{
-    BlockDecision, BranchOutcome, BranchView, PosView, RequestId, RowsPriced,
+    Assembler, BlockDecision, BranchOutcome, BranchView, PosView, RequestId, Round, RowsPriced,
 };
 use crate::engine::overlap::BranchKind;
 
@@ -78,6 +78,54 @@ pub struct RoundView {
 }
 
 impl RoundView {
+    /// Shows round `r` as the assembler has gathered it so far.
+    pub fn fill(&mut self, r: &Round) {
+        let draft = r.draft.as_ref();
+        let diffusion = (r.denoise.is_some() || r.written.is_some()).then(|| {
+            let mut d = r
+                .denoise
+                .as_ref()
+                .map_or_else(DiffusionView::default, |d| DiffusionView {
+                    canvas: d.canvas.clone(),
+                    step_of: d.step_of.clone(),
+                    confidence: d.confidence.clone(),
+                    steps: d.steps,
+                    ar: None,
+                });
+            if let Some(w) = &r.written {
+                d.steps = w.steps.iter().copied().max().unwrap_or(d.steps);
+                d.confidence.resize(w.block.len(), 0.0);
+                d.canvas = w.block.iter().copied().map(Some).collect();
+                d.step_of = w.steps.clone();
+                d.ar = Some(w.ar.clone());
+            }
+            d
+        });
+        self.block_size = diffusion
+            .as_ref()
+            .map(|d| d.canvas.len())
+            .or(r.chosen)
+            .or(draft.map(|d| d.block.len()));
+        self.reason = r.reason.clone();
+        self.rows = r.rows;
+        self.block = draft.map(|d| d.block.clone()).unwrap_or_default();
+        self.margins = draft.map(|d| d.margins.clone()).unwrap_or_default();
+        self.risky = draft.map(|d| d.risky.clone()).unwrap_or_default();
+        self.reused = draft.and_then(|d| d.reused);
+        self.draft_detail = draft.map(|d| d.detail.clone()).unwrap_or_default();
+        self.branches = r.branches.clone();
+        self.verdict = r.verdict.as_ref().map(|v| VerdictView {
+            accepted: v.accepted,
+            first_reject: v.first_reject,
+            verifier_tokens: v.verifier_tokens.clone(),
+            bonus: v.bonus,
+            detail: v.detail.clone(),
+        });
+        self.outcome = r.outcome;
+        self.committed = r.committed.clone();
+        self.diffusion = diffusion;
+    }
+
     pub fn new(req: RequestId, round: usize, t: f64) -> Self {
         Self {
             req,
@@ -158,13 +206,27 @@ impl RoundView {
 }
 
 /// The rounds, which one is looked at, and the inspected position.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Rounds {
     pub list: VecDeque<RoundView>,
     /// Index into `list` being looked at; `None` follows the newest.
     pub view: Option<usize>,
     /// Inspected block position in the viewed round.
     pub selected: Option<usize>,
+    /// Gathers each round from its events; the views show what it has so far.
+    pub assembler: Assembler,
+}
+
+impl Default for Rounds {
+    fn default() -> Self {
+        Self {
+            list: VecDeque::new(),
+            view: None,
+            selected: None,
+            // A chat cleared mid-answer still shows that answer's rounds.
+            assembler: Assembler::adopting(),
+        }
+    }
 }
 
 impl Rounds {
