@@ -74,9 +74,7 @@ impl RoundRecord {
         self.judged.truncate(kept);
         self.risky.retain(|&q| q <= kept);
     }
-}
 
-impl RoundRecord {
     /// The record of a verified round, and the rejected token whose `misplaced` needs
     /// the tokens committed after it: `(its position in the request's output, the
     /// token drafted there)`. `None` for a diffusion round (nothing verified).
