@@ -24,12 +24,13 @@ pub struct Shape {
     pub alpha: f64,
 }
 
-/// The adapter's variables (A random, B zero: it starts as the base's draft) and the
-/// model that drafts with them; `resume` loads saved ones instead.
+/// The adapter's variables (A drawn from `seed`, B zero: it starts as the base's
+/// draft) and the model that drafts with them; `resume` loads saved ones instead.
 pub fn build(
     base: Model,
     cfg: &Config,
     shape: Shape,
+    seed: u64,
     resume: Option<&Path>,
 ) -> Result<(Model, VarMap)> {
     let mut varmap = VarMap::new();
@@ -37,16 +38,19 @@ pub fn build(
     let q_width = cfg.num_attention_heads * cfg.head_dim();
     let vb = vb.pp("base_model.model.encoder.layers");
     let mut layers = Vec::with_capacity(cfg.num_hidden_layers);
+    let mut rng = crate::rng::Rng::new(seed ^ 0x10AA_D1A7);
     for i in 0..cfg.num_hidden_layers {
         let vb = vb.pp(i).pp("self_attn.o_proj");
         let std = 1.0 / (q_width as f64).sqrt();
-        let a = vb.get_with_hints(
-            (shape.rank, q_width),
-            "lora_A.weight",
-            Init::Randn {
-                mean: 0.0,
-                stdev: std,
-            },
+        // From the run's seed, not the device's generator: a run is its seed's.
+        let a = vb.get_with_hints((shape.rank, q_width), "lora_A.weight", Init::Const(0.0))?;
+        let draws: Vec<f32> = (0..shape.rank * q_width)
+            .map(|_| (rng.normal() * std) as f32)
+            .collect();
+        let name = format!("base_model.model.encoder.layers.{i}.self_attn.o_proj.lora_A.weight");
+        varmap.set_one(
+            name,
+            Tensor::from_vec(draws, (shape.rank, q_width), base.device())?,
         )?;
         let b = vb.get_with_hints(
             (cfg.hidden_size, shape.rank),

@@ -422,15 +422,19 @@ impl Run {
     }
 }
 
-/// Fresh weights: the head scaled so the initial loss starts near ln(vocab), not
-/// above it.
+/// Fresh weights, drawn from the seed in the weights' name order: the head scaled so
+/// the initial loss starts near ln(vocab), not above it.
 fn init_weights(varmap: &VarMap, o: &TrainOptions, device: &Device) -> Result<()> {
     let data = varmap
         .data()
         .lock()
         .map_err(|_| anyhow!("var map lock poisoned"))?;
     let mut rng = Rng::new(o.seed);
-    for (name, var) in data.iter() {
+    // In name order: the var map is a hash map, whose order changes from process to
+    // process, and the draws must not (a run is its seed's).
+    let mut vars: Vec<_> = data.iter().collect();
+    vars.sort_by(|a, b| a.0.cmp(b.0));
+    for (name, var) in vars {
         let dims = var.as_tensor().dims().to_vec();
         let std = match name.as_str() {
             "diffusion_head.weight" => 0.02 / (o.spec.hidden_size as f64).sqrt(),
@@ -495,7 +499,7 @@ fn train_draft_adapter(
         .join(draft_lora::DIR)
         .join("adapter_model.safetensors");
     let resume = (state.lora_step > 0).then_some(saved.as_path());
-    let (model, varmap) = draft_lora::build(base, cfg, shape, resume)?;
+    let (model, varmap) = draft_lora::build(base, cfg, shape, o.seed, resume)?;
     let mut opt = AdamW::new(&varmap)?;
     let opt_path = o.state.join("lora_optimizer.safetensors");
     if state.lora_step > 0 {

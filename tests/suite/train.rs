@@ -156,6 +156,17 @@ fn toy_adapter_phase_drafts_the_verifiers_choices() {
     };
     let first = trainer::train(&o, "test", |_| {}, |_| {}).unwrap();
     assert_eq!((first.step, first.lora_step), (24, 9));
+    // A run is its seed's: the same options elsewhere give the same losses (the
+    // weights' draws do not follow a hash map's order or the device's generator).
+    let again = tempfile::tempdir().unwrap();
+    let elsewhere = TrainOptions {
+        out: again.path().join("model"),
+        state: again.path().join("state"),
+        ..o.clone()
+    };
+    let same = trainer::train(&elsewhere, "test", |_| {}, |_| {}).unwrap();
+    assert_eq!(same.losses, first.losses);
+    assert_eq!(same.lora_losses, first.lora_losses);
     o.lora_steps = 30;
     let mut reports = Vec::new();
     let state = trainer::train(&o, "test", |r| reports.push(*r), |_| {}).unwrap();
