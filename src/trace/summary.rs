@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 
 use super::TraceEvent;
 use crate::engine::events::{
-    count_in, hist_mean, ratio, Assembler, DecodeEvent, OrderError, Phase, RequestId, StopReason,
-    Tally,
+    count_in, hist_mean, ratio, Assembler, DecodeEvent, OrderError, Phase, RequestId, Round,
+    StopReason, Tally,
 };
 
 /// Acceptance lengths of one prompt family.
@@ -293,6 +293,20 @@ pub struct SummaryBuilder {
 }
 
 impl SummaryBuilder {
+    /// A builder whose round assembler takes in requests whose start it did not see
+    /// (the screen's, after Ctrl+L clears it mid-answer).
+    pub fn adopting() -> Self {
+        Self {
+            rounds: Assembler::adopting(),
+            ..Self::default()
+        }
+    }
+
+    /// Round `round` of request `req` as its events told it so far.
+    pub fn round(&self, req: RequestId, round: usize) -> Option<&Round> {
+        self.rounds.round(req, round)
+    }
+
     pub fn push(&mut self, e: &TraceEvent) {
         match e {
             TraceEvent::Decode(d) => {

@@ -359,27 +359,17 @@ pub fn update(s: &mut State, msg: Msg) -> Vec<Effect> {
     }
 }
 
-/// Gives a decode event to the round assembler and shows the round it belongs to as
-/// gathered so far (an event out of order changes nothing).
+/// Shows the round a decode event belongs to as the statistics' round assembler has
+/// gathered it so far (it took the event in `Stats::push`).
 fn show_round(s: &mut State, t: f64, e: &DecodeEvent) {
     let (Some(req), Some(round)) = (e.request(), e.round()) else {
-        // Starts and ends open and close a request's rounds.
-        let _ = s.rounds.assembler.push(e);
         return;
-    };
-    let done = match s.rounds.assembler.push(e) {
-        Ok(done) => done,
-        Err(_) => return,
     };
     if round == 0 {
         return; // the prefill's first token: no round to show
     }
-    let r = match done {
-        Some(r) => Some(r),
-        None => s.rounds.assembler.round(req, round).cloned(),
-    };
-    if let Some(r) = r {
-        s.rounds.get_mut(req, round, t).fill(&r);
+    if let Some(r) = s.stats.summary.round(req, round) {
+        s.rounds.get_mut(req, round, t).fill(r);
     }
 }
 

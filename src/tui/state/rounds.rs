@@ -2,23 +2,17 @@
 
 use std::collections::VecDeque;
 
+use crate::engine::events::assemble::Verdict;
 use crate::engine::events::{
-    Assembler, BlockDecision, BranchOutcome, BranchView, PosView, RequestId, Round, RowsPriced,
+    BlockDecision, BranchOutcome, BranchView, PosView, RequestId, Round, RowsPriced,
 };
 use crate::engine::overlap::BranchKind;
 
 /// Rounds kept for walking back (older ones drop off).
 pub const MAX_ROUNDS: usize = 4000;
 
-/// The verifier's verdict on a round, as shown.
-#[derive(Debug, Clone, PartialEq)]
-pub struct VerdictView {
-    pub accepted: usize,
-    pub first_reject: Option<usize>,
-    pub verifier_tokens: Vec<u32>,
-    pub bonus: u32,
-    pub detail: Vec<PosView>,
-}
+/// The verifier's verdict on a round, as shown: the round assembler's.
+pub type VerdictView = Verdict;
 
 /// A block diffusion canvas as shown (a diffusion round is one block).
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -114,13 +108,7 @@ impl RoundView {
         self.reused = draft.and_then(|d| d.reused);
         self.draft_detail = draft.map(|d| d.detail.clone()).unwrap_or_default();
         self.branches = r.branches.clone();
-        self.verdict = r.verdict.as_ref().map(|v| VerdictView {
-            accepted: v.accepted,
-            first_reject: v.first_reject,
-            verifier_tokens: v.verifier_tokens.clone(),
-            bonus: v.bonus,
-            detail: v.detail.clone(),
-        });
+        self.verdict = r.verdict.clone();
         self.outcome = r.outcome;
         self.committed = r.committed.clone();
         self.diffusion = diffusion;
@@ -206,27 +194,13 @@ impl RoundView {
 }
 
 /// The rounds, which one is looked at, and the inspected position.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Rounds {
     pub list: VecDeque<RoundView>,
     /// Index into `list` being looked at; `None` follows the newest.
     pub view: Option<usize>,
     /// Inspected block position in the viewed round.
     pub selected: Option<usize>,
-    /// Gathers each round from its events; the views show what it has so far.
-    pub assembler: Assembler,
-}
-
-impl Default for Rounds {
-    fn default() -> Self {
-        Self {
-            list: VecDeque::new(),
-            view: None,
-            selected: None,
-            // A chat cleared mid-answer still shows that answer's rounds.
-            assembler: Assembler::adopting(),
-        }
-    }
 }
 
 impl Rounds {

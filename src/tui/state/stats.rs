@@ -88,13 +88,26 @@ impl SpeedMeter {
 }
 
 /// The history pane's state.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Stats {
     pub summary: SummaryBuilder,
     /// The summary as of the last event (computed once per event, read every frame).
     pub current: Summary,
     pub samples: VecDeque<Sample>,
     pub speed: SpeedMeter,
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Self {
+            // Its round assembler is also the round pane's: a chat cleared mid-answer
+            // still shows that answer's rounds.
+            summary: SummaryBuilder::adopting(),
+            current: Summary::default(),
+            samples: VecDeque::new(),
+            speed: SpeedMeter::default(),
+        }
+    }
 }
 
 impl Stats {
