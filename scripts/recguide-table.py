@@ -14,8 +14,8 @@ def main(paths):
         d = json.load(open(path))
         res = d["results"]
         print(f"{path}: {d['cost_profile']['source']}")
-        print("| C | best fixed LinearSS, modeled ×AR | RecGuide (paper preset) | ÷ best fixed | throughput preset | rows per round (hit) | RecGuide B = 8 / 16 / 32 share |")
-        print("|---:|---|---:|---:|---:|---:|---|")
+        print("| C | best fixed LinearSS, modeled ×AR | RecGuide (paper preset) | ÷ best fixed | lockstep | throughput preset | rows per round (hit) | RecGuide B = 8 / 16 / 32 share |")
+        print("|---:|---|---:|---:|---:|---:|---:|---|")
         ratios = []
         for c in sorted({r["concurrency"] for r in res}):
             at = {r["config"]: r for r in res if r["concurrency"] == c}
@@ -34,7 +34,7 @@ def main(paths):
             hits = sum(b["hits"] for b in tally.get("branches", {}).values())
             rows = f"{built / max(tally['rounds'], 1):.2f} ({100 * hits / max(built, 1):.0f}%)"
             print(f"| {c} | {lin[best]:.2f} ({best.split()[1]}) | {rg:.2f} | {rg / lin[best]:.3f} "
-                  f"| {f(x('recguide throughput'))} | {rows} | {share} |")
+                  f"| {f(x('recguide lockstep'))} | {f(x('recguide throughput'))} | {rows} | {share} |")
         geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
         print(f"geometric mean of RecGuide ÷ best fixed over C: {geo:.3f}\n")
 

@@ -4,8 +4,8 @@
 # C = 1, the adaptive ablation across C, and the same sweep priced by this CPU
 # (measured tokens/s beside the modeled ones). Bench files and tables go to OUT_DIR.
 #
-#   scripts/recguide-tables.sh [OUT_DIR]   (default target/recguide-tables; about 16
-#                                           minutes on 2 cores, each sweep 6.5)
+#   scripts/recguide-tables.sh [OUT_DIR]   (default target/recguide-tables; about 20
+#                                           minutes on 2 cores, each sweep 8.5)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-target/recguide-tables}"
@@ -17,7 +17,7 @@ loads=1,2,4,8,16,32,64,128
 
 # The paper's loads: 128 prompts (32 per held-out family), every configuration once.
 for p in b200-nld8b h200-nld8b; do
-  "$bin" bench --configs ar,linear,recguide,recguide-throughput --concurrency "$loads" \
+  "$bin" bench --configs ar,linear,recguide,recguide-lockstep,recguide-throughput --concurrency "$loads" \
     --limit 32 --max-new-tokens 128 --cost-profile "$p" --json "$out/$p.json" \
     | tee "$out/$p.txt"
 done

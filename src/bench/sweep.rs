@@ -35,6 +35,9 @@ pub enum Config {
     RecguideThroughput,
     /// The paper preset with the reference's buckets: one forward per block size.
     RecguideBuckets,
+    /// The paper preset in lockstep: a fresh draft takes the round's draft forward even
+    /// while others verify held blocks (the ablation of drafts riding the shared forward).
+    RecguideLockstep,
     /// Overlap at each --blocks (adaptive off).
     RecguideFixed,
     /// Adaptive block size only (overlap off), from the entropy and the previous
@@ -142,6 +145,11 @@ pub fn configs(
                 "recguide buckets",
                 paper.clone(),
                 Batching::ByBlock,
+            )),
+            Config::RecguideLockstep => out.extend(per_table(
+                "recguide lockstep",
+                paper.clone(),
+                Batching::Lockstep,
             )),
             Config::RecguideAdaptive => out.push(packed(
                 "recguide adaptive-only".into(),

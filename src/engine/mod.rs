@@ -26,8 +26,8 @@ pub use backbone::Backbone;
 pub use events::{
     DecodeEvent, EventSink, Mode, NullSink, RequestStats, StopReason, Tally, VecSink,
 };
-pub use options::{Blocks, DecodeOptions, Preset};
-pub use scheduler::{Batching, Clock, Finished, Scheduler, Submit};
+pub use options::{Batching, Blocks, DecodeOptions, Preset};
+pub use scheduler::{Clock, Finished, Scheduler, Submit};
 pub use worker::{EngineCommand, EngineHandle, Timed};
 
 /// Why a prompt cannot be decoded.

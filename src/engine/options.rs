@@ -68,6 +68,32 @@ impl Preset {
     }
 }
 
+/// How a round's requests share forwards (a scheduler setting, one per run).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Batching {
+    /// Rows of every request packed side by side in one forward per phase (the forward
+    /// takes ragged rows, so nothing is padded), and a fresh draft rides the shared
+    /// forward: while some request verifies a block it already holds (a branch's), the
+    /// others' draft rows go into that forward and are verified in the next, so no
+    /// forward runs for drafts alone (beyond the paper; docs/decisions.md, "A draft
+    /// rides the shared forward").
+    #[default]
+    Packed,
+    /// Packed, but every round drafts then verifies in step: a fresh draft takes the
+    /// round's draft forward even when others verify held blocks (the ablation).
+    Lockstep,
+    /// The reference's buckets: one forward per phase for each planned block size.
+    ByBlock,
+}
+
+impl Batching {
+    /// Requests share one forward per phase (the adaptive requests choose together).
+    pub fn packs(self) -> bool {
+        self != Batching::ByBlock
+    }
+}
+
 /// How one request is decoded.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DecodeOptions {

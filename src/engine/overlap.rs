@@ -79,6 +79,23 @@ pub struct Branch {
 }
 
 impl Branch {
+    /// The continuation extends the verify row rather than riding as a row of its own:
+    /// its causal prefix is the verified block itself, so the verify row's tokens are
+    /// computed once (they attend causally and never see the block appended after them).
+    pub fn extends_verify(&self) -> bool {
+        self.kind == BranchKind::Continuation
+    }
+
+    /// Query tokens it adds to the verify forward: its prospective block where it
+    /// extends the verify row, its whole row otherwise.
+    pub fn added_tokens(&self) -> usize {
+        if self.extends_verify() {
+            self.tokens.len() - self.causal_len
+        } else {
+            self.tokens.len()
+        }
+    }
+
     /// The row to fuse with verification: read-only, LoRA and logits on the block.
     pub fn row(&self, cache: usize) -> Row {
         let block = self.tokens.len() - self.causal_len;

@@ -212,12 +212,14 @@ impl CostModel {
 
     /// Cost of one row of `tokens` query tokens after `ctx` committed positions.
     pub fn row_ms(&self, tokens: usize, ctx: usize) -> f64 {
+        self.per_row_ms + self.per_row_ctx_ms * ctx as f64 + self.tokens_ms(tokens, ctx)
+    }
+
+    /// Cost of `tokens` query tokens added to a row after `ctx` committed positions
+    /// (without the row's own price: reading the context once).
+    pub fn tokens_ms(&self, tokens: usize, ctx: usize) -> f64 {
         let t = tokens as f64;
-        let c = ctx as f64;
-        self.per_row_ms
-            + self.per_row_ctx_ms * c
-            + self.per_token_ms * t
-            + self.per_token_ctx_ms * t * c
+        self.per_token_ms * t + self.per_token_ctx_ms * t * ctx as f64
     }
 
     /// Cost of one draft row of `tokens` tokens after `ctx` committed positions.

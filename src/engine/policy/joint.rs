@@ -43,9 +43,37 @@ pub struct RoundChoice {
     pub rate: f64,
 }
 
+/// What drafting adds to the round where fresh drafts ride the shared forward: a
+/// forward's fixed price shared by the `n` requests, since a drafting request advances
+/// one forward later than one verifying a block it holds (with every request drafting,
+/// the round's two forwards; with one of C, a C-th of one).
+fn ride_share(cost: &CostModel, n: usize) -> f64 {
+    cost.fixed_ms / n.max(1) as f64
+}
+
 /// Best options for the round; each request's list must be non-empty. Ties go to the
-/// earlier option.
-pub fn choose(options: &[Vec<RoundOption>], cost: &CostModel) -> RoundChoice {
+/// earlier option. `ride`: fresh drafts ride the shared forward (`Batching::Packed`), so
+/// a drafting option costs its share of a forward (`ride_share`) rather than the
+/// round a draft forward.
+pub fn choose(options: &[Vec<RoundOption>], cost: &CostModel, ride: bool) -> RoundChoice {
+    if ride {
+        let share = ride_share(cost, options.len());
+        let all: Vec<Vec<(usize, RoundOption)>> = options
+            .iter()
+            .map(|opts| {
+                opts.iter()
+                    .map(|o| RoundOption {
+                        draft_ms: o.draft_ms + if o.drafts() { share } else { 0.0 },
+                        ..*o
+                    })
+                    .enumerate()
+                    .collect()
+            })
+            .collect();
+        let mut best = dinkelbach(&all, cost.round_fixed_ms(false));
+        best.rate = rate_of(options, &best.picks, cost, ride);
+        return best;
+    }
     // Every request skipping the draft (when each can), against the best with a draft.
     let no_draft: Option<Vec<Vec<(usize, RoundOption)>>> = options
         .iter()
@@ -66,11 +94,11 @@ pub fn choose(options: &[Vec<RoundOption>], cost: &CostModel) -> RoundChoice {
     let mut best = dinkelbach(&all, cost.round_fixed_ms(true));
     if let Some(nd) = no_draft {
         let skip = dinkelbach(&nd, cost.round_fixed_ms(false));
-        if skip.rate > rate_of(options, &best.picks, cost) + 1e-12 {
+        if skip.rate > rate_of(options, &best.picks, cost, ride) + 1e-12 {
             best = skip;
         }
     }
-    best.rate = rate_of(options, &best.picks, cost);
+    best.rate = rate_of(options, &best.picks, cost, ride);
     best
 }
 
@@ -98,12 +126,17 @@ pub fn explore(
         .max_by(|&a, &b| due(a).total_cmp(&due(b)))
 }
 
-/// Expected tokens per ms of the round the picks make.
-pub fn rate_of(options: &[Vec<RoundOption>], picks: &[usize], cost: &CostModel) -> f64 {
+/// Expected tokens per ms of the round the picks make (`ride`: see `choose`).
+pub fn rate_of(options: &[Vec<RoundOption>], picks: &[usize], cost: &CostModel, ride: bool) -> f64 {
     let chosen = || options.iter().zip(picks).map(|(o, &k)| o[k]);
     let value: f64 = chosen().map(|o| o.value).sum();
-    let any_draft = chosen().any(|o| o.drafts());
-    let ms = cost.round_fixed_ms(any_draft) + chosen().map(|o| o.cost()).sum::<f64>();
+    let drafting = chosen().filter(|o| o.drafts()).count();
+    let fixed = if ride {
+        cost.round_fixed_ms(false) + drafting as f64 * ride_share(cost, options.len())
+    } else {
+        cost.round_fixed_ms(drafting > 0)
+    };
+    let ms = fixed + chosen().map(|o| o.cost()).sum::<f64>();
     if ms > 1e-9 {
         value / ms
     } else {
@@ -197,11 +230,11 @@ mod tests {
     }
 
     /// Every combination, for checking the iteration.
-    fn brute_force(options: &[Vec<RoundOption>], fixed: &CostModel) -> f64 {
+    fn brute_force(options: &[Vec<RoundOption>], fixed: &CostModel, ride: bool) -> f64 {
         let mut best = 0f64;
         let mut picks = vec![0; options.len()];
         loop {
-            best = best.max(rate_of(options, &picks, fixed));
+            best = best.max(rate_of(options, &picks, fixed, ride));
             let mut i = 0;
             loop {
                 if i == picks.len() {
@@ -236,14 +269,16 @@ mod tests {
                     opts([1.0, v4, v4 + next() * 4.0], per_token)
                 })
                 .collect();
-            let got = choose(&options, fixed);
-            let want = brute_force(&options, fixed);
-            assert!(
-                (got.rate - want).abs() < 1e-9,
-                "got {} want {want} ({options:?}, {fixed:?})",
-                got.rate
-            );
-            assert_eq!(got.rate, rate_of(&options, &got.picks, fixed));
+            for ride in [false, true] {
+                let got = choose(&options, fixed, ride);
+                let want = brute_force(&options, fixed, ride);
+                assert!(
+                    (got.rate - want).abs() < 1e-9,
+                    "got {} want {want} ({options:?}, {fixed:?}, ride {ride})",
+                    got.rate
+                );
+                assert_eq!(got.rate, rate_of(&options, &got.picks, fixed, ride));
+            }
         }
     }
 
@@ -251,14 +286,17 @@ mod tests {
     fn flat_costs_draft_and_steep_costs_take_ar_steps() {
         // Flat: drafting 8 costs little more than one token; everyone drafts 8.
         let flat: Vec<_> = (0..4).map(|_| opts([1.0, 3.5, 5.5], 0.001)).collect();
-        assert_eq!(choose(&flat, &fixed(2.0, 0.0)).picks, vec![2; 4]);
+        assert_eq!(choose(&flat, &fixed(2.0, 0.0), false).picks, vec![2; 4]);
         // Steep, many requests: the draft forward never pays; the round is AR.
         let steep: Vec<_> = (0..16).map(|_| opts([1.0, 3.0, 4.5], 0.6)).collect();
-        assert_eq!(choose(&steep, &fixed(1.0, 0.0)).picks, vec![0; 16]);
+        assert_eq!(choose(&steep, &fixed(1.0, 0.0), false).picks, vec![0; 16]);
         // One easy request among hard ones drafts while the others take AR steps.
         let mut mixed: Vec<_> = (0..3).map(|_| opts([1.0, 1.2, 1.3], 0.05)).collect();
         mixed.push(opts([1.0, 4.0, 8.0], 0.05));
-        assert_eq!(choose(&mixed, &fixed(1.0, 0.0)).picks, vec![0, 0, 0, 2]);
+        assert_eq!(
+            choose(&mixed, &fixed(1.0, 0.0), false).picks,
+            vec![0, 0, 0, 2]
+        );
     }
 
     #[test]
@@ -266,8 +304,8 @@ mod tests {
         // A token costs about as much drafted as stepped: with no work between forwards
         // AR steps win; the same forwards with 1 ms of scheduler work per round draft.
         let o = vec![opts([1.0, 3.4, 5.2], 0.4)];
-        assert_eq!(choose(&o, &fixed(0.7, 0.0)).picks, vec![0]);
-        assert_ne!(choose(&o, &fixed(0.7, 1.0)).picks, vec![0]);
+        assert_eq!(choose(&o, &fixed(0.7, 0.0), false).picks, vec![0]);
+        assert_ne!(choose(&o, &fixed(0.7, 1.0), false).picks, vec![0]);
     }
 
     #[test]
@@ -298,8 +336,37 @@ mod tests {
         }];
         let options = vec![fixed_only, opts([1.0, 3.0, 4.5], 0.6)];
         let fixed = &fixed(1.0, 0.0);
-        let c = choose(&options, fixed);
+        let c = choose(&options, fixed, false);
         assert_eq!(c.picks[0], 0);
-        assert!((c.rate - rate_of(&options, &c.picks, fixed)).abs() < 1e-12);
+        assert!((c.rate - rate_of(&options, &c.picks, fixed, false)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_riding_draft_costs_a_share_of_a_forward() {
+        let prices = &fixed(4.0, 0.0);
+        // Everyone drafts: riding or not, the round pays two forwards' fixed price.
+        let all: Vec<_> = (0..4).map(|_| opts([1.0, 3.0, 4.5], 0.01)).collect();
+        let picks = vec![2; 4];
+        let (lock, ride) = (
+            rate_of(&all, &picks, prices, false),
+            rate_of(&all, &picks, prices, true),
+        );
+        assert!((lock - ride).abs() < 1e-12, "{lock} {ride}");
+        // One of four holds its block: in lockstep the others' drafts still cost a
+        // draft forward; riding, each costs a quarter of one.
+        let mut held = all.clone();
+        held[0] = vec![RoundOption {
+            draft_ms: 0.0,
+            ..held[0][2]
+        }];
+        let picks = vec![0, 2, 2, 2];
+        let (lock, ride) = (
+            rate_of(&held, &picks, prices, false),
+            rate_of(&held, &picks, prices, true),
+        );
+        assert!(ride > 1.1 * lock, "{lock} {ride}");
+        // Riding, a steep round still takes AR steps where drafting does not pay.
+        let steep: Vec<_> = (0..16).map(|_| opts([1.0, 3.0, 4.5], 0.6)).collect();
+        assert_eq!(choose(&steep, &fixed(1.0, 0.0), true).picks, vec![0; 16]);
     }
 }

@@ -39,7 +39,7 @@ pub use tables::{
 
 use super::cost::{CostModel, ForwardShape, OnlineCost};
 use super::events::{BlockCandidate, BlockDecision, Rule};
-use super::options::{Blocks, DecodeOptions};
+use super::options::{Batching, Blocks, DecodeOptions};
 
 /// The exploration budget: each alternative the rules did not choose (a block size, the
 /// other regime) may spend this share of the run's time on being measured, so a slow
@@ -63,6 +63,15 @@ pub struct Member<'a> {
     pub room: usize,
     /// Length of a reused branch block waiting to be verified.
     pub reused: Option<usize>,
+    /// Block size of a round whose draft rode the last forward: it verifies that block.
+    pub carried: Option<usize>,
+}
+
+impl Member<'_> {
+    /// It holds a block to verify (a branch's, or one drafted in the last forward).
+    pub fn holds(&self) -> bool {
+        self.reused.is_some() || self.carried.is_some()
+    }
 }
 
 /// A round's block size for one request, and why (`None` for AR, which shows none).
@@ -95,6 +104,9 @@ pub struct BlockPolicy {
     /// priced by another profile (a GPU's): what an AR step costs *here*, which the
     /// screen weighs drafting against. `None` where `cost` learns (it is this machine's).
     machine: Option<OnlineCost>,
+    /// Fresh drafts ride the shared forward (`Batching::Packed`): a row's hit spares
+    /// this request a forward's share whatever the others do.
+    rides: bool,
 }
 
 /// A cell of the survival tables: block size, stratum, signal bin.
@@ -123,6 +135,7 @@ impl BlockPolicy {
             calib: BTreeMap::new(),
             evidence: BTreeMap::new(),
             machine: None,
+            rides: Batching::default() == Batching::Packed,
         }
     }
 
@@ -281,6 +294,7 @@ impl BlockPolicy {
             concurrency,
             ctx: m.ctx,
             block: b,
+            rides: self.rides,
         };
         expected_rows_ms(&self.hits, self.cost.model(), load, m.options.cost_gated())
     }
@@ -305,17 +319,19 @@ impl BlockPolicy {
         self.round_forward_ms = 0.0;
     }
 
-    /// Block sizes for every member of a round. `joint`: the round shares its forwards
-    /// (packed), so adaptive requests choose together; otherwise each by the
-    /// per-request rule (the reference's buckets).
-    pub fn decide(&mut self, members: &[Member], joint: bool) -> Vec<Decision> {
+    /// Block sizes for every member of a round. Where the round shares its forwards
+    /// (`batching` packs) adaptive requests choose together; otherwise each by the
+    /// per-request rule (the reference's buckets). A carried round keeps its size.
+    pub fn decide(&mut self, members: &[Member], batching: Batching) -> Vec<Decision> {
         let concurrency = members.len();
+        let joint = batching.packs();
+        self.rides = batching == Batching::Packed;
         let mut out: Vec<Option<Decision>> = vec![None; members.len()];
         // Adaptive requests without a reused block choose among their action space.
         let mut open: Vec<(usize, Vec<RoundOption>)> = Vec::new();
         for (i, m) in members.iter().enumerate() {
-            match (joint, m.options.adaptive_blocks(), m.reused) {
-                (true, Some(set), None) => {
+            match (joint, m.options.adaptive_blocks(), m.holds()) {
+                (true, Some(set), false) => {
                     let opts = self.options_of(m, set, concurrency);
                     if opts.is_empty() {
                         out[i] = Some(self.per_request(m, concurrency));
@@ -384,9 +400,16 @@ impl BlockPolicy {
     /// The per-request block size: fixed, a reused block's, or the ratio rule.
     fn per_request(&self, m: &Member, concurrency: usize) -> Decision {
         let o = m.options;
+        if let Some(len) = m.carried {
+            return (len, None);
+        }
         if let Some(len) = m.reused {
             // A reused block cost no draft forward: verify it rather than drop it for
-            // an AR step; the adaptive rule may shorten it.
+            // an AR step. In lockstep the adaptive rule may shorten it; where drafts
+            // ride, its verify tokens are all it costs, and it is verified whole.
+            if self.rides {
+                return (len, Some(BlockDecision::plain(Rule::Reused)));
+            }
             let want = match o.adaptive_blocks() {
                 Some(set) => self.ratio_rule(m, set, concurrency).0,
                 None => o.fixed_block().unwrap_or(len),
@@ -449,7 +472,7 @@ impl BlockPolicy {
         for (i, m) in members.iter().enumerate() {
             if slot[i].is_none() {
                 let (b, _) = self.per_request(m, concurrency);
-                let drafts = b > 1 && m.reused.is_none();
+                let drafts = b > 1 && !m.holds();
                 options.push(vec![self.option(
                     m,
                     b.min(m.room.max(1)),
@@ -459,7 +482,8 @@ impl BlockPolicy {
             }
         }
         let cost = self.cost.model().clone();
-        let mut choice = joint::choose(&options, &cost);
+        let ride = self.rides;
+        let mut choice = joint::choose(&options, &cost, ride);
         let round = self.rounds;
         self.rounds += 1;
         let can_step = |k: usize| options[k].iter().position(|o| o.block == 1);
@@ -482,7 +506,7 @@ impl BlockPolicy {
                     choice.picks[k] = j;
                 }
             }
-            choice.rate = joint::rate_of(&options, &choice.picks, &cost);
+            choice.rate = joint::rate_of(&options, &choice.picks, &cost, ride);
         } else {
             let multi: Vec<usize> = (0..open.len()).filter(|&k| options[k].len() > 1).collect();
             if !multi.is_empty() && self.cost.is_learning() {

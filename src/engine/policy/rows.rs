@@ -20,12 +20,14 @@ pub const CLOSE_MARGIN: f32 = 0.2;
 /// level above it (kind → kind × block → kind × block × band).
 const SHRINK: f64 = 4.0;
 
-/// Prior hit rate of a kind, before any round (the bundled model's order of size).
+/// Prior hit rate of a kind, before any round: the order of what the bundled model's
+/// rows hit over the B200 sweep (P1 16–20%, P2 and later 0–10%, the continuation
+/// 60–85%; the paper's correction rows hit 21.6%).
 fn prior_rate(kind: BranchKind) -> f64 {
     match kind {
-        BranchKind::Correction { rank: 1 } => 0.35,
-        BranchKind::Correction { .. } => 0.2,
-        BranchKind::Continuation => 0.5,
+        BranchKind::Correction { rank: 1 } => 0.2,
+        BranchKind::Correction { .. } => 0.1,
+        BranchKind::Continuation => 0.7,
     }
 }
 
@@ -38,11 +40,12 @@ fn prior_share(kind: BranchKind) -> f64 {
     }
 }
 
-/// Query tokens of a row of this kind for a block of `b` (a correction re-drafts from
-/// its risky position, on average mid-block).
+/// Query tokens a row of this kind adds for a block of `b` (a correction re-drafts from
+/// its risky position, on average mid-block; the continuation extends the verify row
+/// by its block, `Branch::extends_verify`).
 fn typical_len(kind: BranchKind, b: usize) -> usize {
     match kind {
-        BranchKind::Continuation => 2 * b,
+        BranchKind::Continuation => b,
         BranchKind::Correction { .. } => b + b / 2,
     }
 }
@@ -206,18 +209,26 @@ pub struct RowLoad {
     pub ctx: usize,
     /// Its block size this round.
     pub block: usize,
+    /// Fresh drafts ride the shared forward (`Batching::Packed`).
+    pub rides: bool,
 }
 
 impl RowLoad {
-    /// What a hit spares: the next round's draft row of this request, and its share of
-    /// the draft forward's fixed price, which is spared only when no request drafts
-    /// (`skip`: how often a request holding a reused block saw its round skip the draft
-    /// forward, `HitRates::skip_given_reuse`). A forward spared that way took every
-    /// request's hit, so each hit is credited 1/C of it: crediting each the whole
-    /// would count the one forward C times, and rows that do not pay would ride
+    /// What a hit spares: the next round's draft row of this request, and its share
+    /// (1/C) of a forward's fixed price. Where fresh drafts ride the shared forward a
+    /// miss costs the request a forward of drafting whatever the others do, so the
+    /// share is always spared. In lockstep it is spared only when no request drafts
+    /// (how often a request holding a reused block saw its round skip the draft
+    /// forward, `HitRates::skip_given_reuse`); a forward spared that way took every
+    /// request's hit, and crediting each hit the whole would count it C times
     /// (measured at C = 2: 2× the saving seen).
-    pub fn saving_ms(&self, cost: &CostModel, skip: f64) -> f64 {
+    pub fn saving_ms(&self, cost: &CostModel, hits: &HitRates) -> f64 {
         let c = self.concurrency.max(1);
+        let skip = if self.rides {
+            1.0
+        } else {
+            hits.skip_given_reuse(c)
+        };
         cost.draft_row_ms(self.block, self.ctx) + cost.fixed_ms * skip / c as f64
     }
 
@@ -227,9 +238,14 @@ impl RowLoad {
         cost.row_ms(self.block, self.ctx) + cost.fixed_ms / self.concurrency.max(1) as f64
     }
 
-    /// What a row of `tokens` query tokens adds to the shared forward.
-    pub fn row_ms(&self, cost: &CostModel, tokens: usize) -> f64 {
-        cost.row_ms(tokens, self.ctx)
+    /// What a row of `kind` adding `tokens` query tokens adds to the shared forward:
+    /// a row's price, or the continuation's tokens alone (it extends the verify row).
+    pub fn row_ms(&self, cost: &CostModel, kind: BranchKind, tokens: usize) -> f64 {
+        if kind == BranchKind::Continuation {
+            cost.tokens_ms(tokens, self.ctx)
+        } else {
+            cost.row_ms(tokens, self.ctx)
+        }
     }
 }
 
@@ -243,7 +259,7 @@ pub fn price_rows(
     load: RowLoad,
     priced: bool,
 ) -> (Vec<bool>, RowsPriced) {
-    let saving = load.saving_ms(cost, hits.skip_given_reuse(load.concurrency));
+    let saving = load.saving_ms(cost, hits);
     let mut out = RowsPriced {
         share_ms: load.share_ms(cost),
         saving_ms: saving,
@@ -254,7 +270,7 @@ pub fn price_rows(
         .iter()
         .map(|&(tokens, key)| {
             let p = hits.optimistic(key);
-            let ms = load.row_ms(cost, tokens);
+            let ms = load.row_ms(cost, key.kind, tokens);
             let pays = p * saving >= ms;
             if pays || !priced {
                 out.kept.add(ms, p);
@@ -273,12 +289,12 @@ pub fn price_rows(
 /// per kind, how often the tables ask for it × (its cost − P(hit) × the draft it
 /// spares), counting only the rows that pay when `priced`.
 pub fn expected_rows_ms(hits: &HitRates, cost: &CostModel, load: RowLoad, priced: bool) -> f64 {
-    let saving = load.saving_ms(cost, hits.skip_given_reuse(load.concurrency));
+    let saving = load.saving_ms(cost, hits);
     let (mut spent, mut saves) = (0.0, 0.0);
     for &k in &KINDS {
         // The same estimate the rows are priced with after the draft.
         let (ms, p) = (
-            load.row_ms(cost, typical_len(k, load.block)),
+            load.row_ms(cost, k, typical_len(k, load.block)),
             hits.block_optimistic(k, load.block),
         );
         if !priced || p * saving >= ms {

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 pub use diffusion::commit_positions;
 pub use request::{Finished, Submit};
@@ -27,7 +27,7 @@ use super::cost::{CostModel, ForwardShape, Pricing};
 use super::events::{
     BlockDecision, DecodeEvent, EventSink, Mode, Origin, Phase, RequestId, RowsPriced,
 };
-use super::options::DecodeOptions;
+use super::options::{Batching, DecodeOptions};
 use super::overlap::{self, Branch, BranchKind, BranchRoom};
 use super::policy::{BlockPolicy, Member, RowKey, RowLoad, SurvivalTables};
 use super::signals::{self, PosSignals};
@@ -51,18 +51,6 @@ pub struct ForwardCounts {
     pub modeled_ms: f64,
 }
 
-/// How a round's requests share forwards.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Batching {
-    /// One forward per phase for every request: rows of different block sizes are
-    /// packed side by side (the forward takes ragged rows, so nothing is padded).
-    #[default]
-    Packed,
-    /// The reference's buckets: one forward per phase for each planned block size.
-    ByBlock,
-}
-
 /// What one request does this round.
 pub(super) struct Plan {
     req: usize,
@@ -76,6 +64,57 @@ pub(super) struct Plan {
     branches: Vec<Branch>,
     /// The hit-rate key of each branch row (what the policy learns from its fate).
     row_keys: Vec<RowKey>,
+    /// Its `Drafted` went out (its risky positions and rows are planned).
+    announced: bool,
+}
+
+impl Plan {
+    /// It has no draft yet: a fresh block still to draft.
+    fn needs_draft(&self) -> bool {
+        self.block_size > 1 && self.reused.is_none() && !self.drafted
+    }
+
+    /// The verify row (committing, logits everywhere), extended by the continuation's
+    /// block when it has one (`Branch::extends_verify`), and which branch that is.
+    fn verify_row(&self, slot: usize) -> (Row, Option<usize>) {
+        match self.branches.iter().position(Branch::extends_verify) {
+            Some(k) => (
+                self.branches[k].row(slot).commit().logits(LogitSel::All),
+                Some(k),
+            ),
+            None => (
+                Row::new(slot, self.block.clone(), AttnRule::Causal)
+                    .commit()
+                    .logits(LogitSel::All),
+                None,
+            ),
+        }
+    }
+
+    /// Positions the verify row writes to the cache (the block, and an extending
+    /// continuation's), of which the verdict keeps a prefix.
+    fn verify_len(&self) -> usize {
+        self.block.len()
+            + self
+                .branches
+                .iter()
+                .find(|br| br.extends_verify())
+                .map_or(0, |br| br.added_tokens())
+    }
+
+    /// The bidirectional draft row of a fresh block: `[seed, MASK × (B − 1)]` after the
+    /// committed context, through the draft adapter, in cache slot `slot`.
+    fn draft_row(&self, slot: usize, mask: u32) -> Row {
+        let b = self.block_size;
+        let mut tokens = vec![self.block[0]];
+        tokens.extend(std::iter::repeat_n(mask, b - 1));
+        Row::new(slot, tokens, AttnRule::Bidirectional)
+            .lora_from(0)
+            .logits(LogitSel::Range {
+                start: 1,
+                len: b - 1,
+            })
+    }
 }
 
 /// When a forward started, what it computed and its price on the profile's machine.
@@ -280,19 +319,23 @@ impl Scheduler {
                     ctx: r.cache.len(),
                     room: max_pos - r.cache.len(),
                     reused: r.pending.as_ref().map(|p| p.block.len()),
+                    carried: r.carried.as_ref().map(|p| p.block_size),
                 }
             })
             .collect();
-        let decisions = self
-            .policy
-            .decide(&members, self.batching == Batching::Packed);
+        let decisions = self.policy.decide(&members, self.batching);
+        // A round whose draft rode the last forward keeps its block: verify it now.
         let plans: Vec<Plan> = live
             .iter()
             .zip(decisions)
-            .map(|(&i, (b, why))| self.plan(i, b, why, sink))
+            .map(|(&i, (b, why))| match self.requests[i].carried.take() {
+                // Its index then may have moved as other requests finished.
+                Some(p) => Plan { req: i, ..p },
+                None => self.plan(i, b, why, sink),
+            })
             .collect();
         let groups: Vec<Vec<Plan>> = match self.batching {
-            Batching::Packed => vec![plans],
+            Batching::Packed | Batching::Lockstep => vec![plans],
             Batching::ByBlock => {
                 let mut buckets: BTreeMap<usize, Vec<Plan>> = BTreeMap::new();
                 for p in plans {
@@ -304,12 +347,15 @@ impl Scheduler {
         for mut group in groups.into_iter().filter(|g| !g.is_empty()) {
             // The requests that share this group's forwards: all of them when packed,
             // the bucket's with the reference's buckets.
-            let sharing = match self.batching {
-                Batching::Packed => live.len(),
-                Batching::ByBlock => group.len(),
+            let sharing = if self.batching.packs() {
+                live.len()
+            } else {
+                group.len()
             };
-            self.draft_group(&mut group, sharing, sink)?;
-            self.verify_group(group, sink)?;
+            // Fresh drafts ride the verify forward when someone verifies without one.
+            let ride = self.batching == Batching::Packed && group.iter().any(|p| !p.needs_draft());
+            self.draft_group(&mut group, sharing, ride, sink)?;
+            self.verify_group(group, sharing, sink)?;
         }
         let round_ms = match self.clock {
             Clock::Wall => start.elapsed().as_secs_f64() * 1e3,
@@ -493,72 +539,80 @@ impl Scheduler {
             risky: Vec::new(),
             branches: Vec::new(),
             row_keys: Vec::new(),
+            announced: false,
         }
     }
 
-    /// One bidirectional draft forward for every plan of the group that needs one,
-    /// then each plan's branch rows, priced at the round's `concurrency`.
+    /// One bidirectional draft forward for every plan of the group that needs one
+    /// (none when they `ride` the verify forward), then each drafted plan's branch
+    /// rows, priced at the round's `concurrency`.
     fn draft_group(
         &mut self,
         group: &mut [Plan],
         concurrency: usize,
+        ride: bool,
         sink: &mut dyn EventSink,
     ) -> Result<()> {
         let need: Vec<usize> = (0..group.len())
-            .filter(|&k| group[k].block_size > 1 && group[k].reused.is_none())
+            .filter(|&k| group[k].needs_draft())
             .collect();
         for _ in group.iter().filter(|p| p.reused.is_some()) {
-            self.policy.observe_spared(concurrency, need.is_empty());
+            self.policy
+                .observe_spared(concurrency, need.is_empty() || ride);
         }
-        if !need.is_empty() {
+        if !need.is_empty() && !ride {
             let reqs: Vec<usize> = need.iter().map(|&k| group[k].req).collect();
             let rows: Vec<Row> = need
                 .iter()
                 .enumerate()
-                .map(|(slot, &k)| {
-                    let b = group[k].block_size;
-                    let mut tokens = vec![self.requests[group[k].req].seed];
-                    tokens.extend(std::iter::repeat_n(self.mask, b - 1));
-                    Row::new(slot, tokens, AttnRule::Bidirectional)
-                        .lora_from(0)
-                        .logits(LogitSel::Range {
-                            start: 1,
-                            len: b - 1,
-                        })
-                })
+                .map(|(slot, &k)| group[k].draft_row(slot, self.mask))
                 .collect();
             let (logits, timing) = self.forward(Phase::Draft, RowBatch::new(rows), &reqs, sink)?;
             for (slot, &k) in need.iter().enumerate() {
-                let (sig, choice) = self.choose(group[k].req, &logits[slot])?;
-                group[k].block.extend_from_slice(&choice);
-                group[k].draft = sig;
-                group[k].drafted = true;
+                self.take_draft(&mut group[k], &logits[slot])?;
             }
             self.learn_cost(&timing);
         }
-        let detail = sink.detail();
-        for p in group.iter_mut() {
-            p.risky = overlap::risky_positions(&p.draft, self.requests[p.req].opts.risk_threshold);
-            let rows = self.plan_branches(p, concurrency);
-            let r = &self.requests[p.req];
-            if p.block_size > 1 {
-                sink.emit(DecodeEvent::Drafted {
-                    req: r.id,
-                    round: r.round,
-                    block: p.block.clone(),
-                    margins: p.draft.iter().map(|s| s.margin).collect(),
-                    risky: p.risky.clone(),
-                    reused: p.reused,
-                    detail: if detail {
-                        resolve::views(&p.draft)
-                    } else {
-                        Vec::new()
-                    },
-                    rows,
-                });
-            }
+        for p in group
+            .iter_mut()
+            .filter(|p| !p.announced && !p.needs_draft())
+        {
+            self.announce(p, concurrency, sink);
         }
         Ok(())
+    }
+
+    /// A fresh draft from its row's logits.
+    fn take_draft(&mut self, p: &mut Plan, logits: &candle_core::Tensor) -> Result<()> {
+        let (sig, choice) = self.choose(p.req, logits)?;
+        p.block.extend_from_slice(&choice);
+        p.draft = sig;
+        p.drafted = true;
+        Ok(())
+    }
+
+    /// A drafted (or reused) block's risky positions and branch rows, and its `Drafted`.
+    fn announce(&mut self, p: &mut Plan, concurrency: usize, sink: &mut dyn EventSink) {
+        p.risky = overlap::risky_positions(&p.draft, self.requests[p.req].opts.risk_threshold);
+        let rows = self.plan_branches(p, concurrency);
+        p.announced = true;
+        let r = &self.requests[p.req];
+        if p.block_size > 1 {
+            sink.emit(DecodeEvent::Drafted {
+                req: r.id,
+                round: r.round,
+                block: p.block.clone(),
+                margins: p.draft.iter().map(|s| s.margin).collect(),
+                risky: p.risky.clone(),
+                reused: p.reused,
+                detail: if sink.detail() {
+                    resolve::views(&p.draft)
+                } else {
+                    Vec::new()
+                },
+                rows,
+            });
+        }
     }
 
     /// Branch rows for one plan (RecGuide overlap): those the row table asks for, each
@@ -601,13 +655,14 @@ impl Scheduler {
                     .iter()
                     .any(|b| b.kind == br.kind && b.at == br.at);
                 let key = if again { key.next_alternative() } else { *key };
-                (br.tokens.len(), key)
+                (br.added_tokens(), key)
             })
             .collect();
         let load = RowLoad {
             concurrency,
             ctx,
             block: p.block_size,
+            rides: self.batching == Batching::Packed,
         };
         let priced = r.opts.cost_gated();
         let (keep, decision) = self.policy.price_rows(&rows, load, priced);
@@ -626,34 +681,73 @@ impl Scheduler {
         Some(decision)
     }
 
-    /// One fused forward: every plan's verify row (committing) plus its branch rows.
-    fn verify_group(&mut self, group: Vec<Plan>, sink: &mut dyn EventSink) -> Result<()> {
+    /// One fused forward: every plan's verify row (committing) plus its branch rows,
+    /// and the draft rows of the plans riding it, whose rounds verify in the next.
+    fn verify_group(
+        &mut self,
+        group: Vec<Plan>,
+        concurrency: usize,
+        sink: &mut dyn EventSink,
+    ) -> Result<()> {
         let reqs: Vec<usize> = group.iter().map(|p| p.req).collect();
         let mut rows = Vec::new();
-        // (first row index, number of branch rows) per plan.
+        // Per plan: its first row and the branch that extends its verify row.
         let mut layout = Vec::with_capacity(group.len());
         for (slot, p) in group.iter().enumerate() {
-            layout.push((rows.len(), p.branches.len()));
-            rows.push(
-                Row::new(slot, p.block.clone(), AttnRule::Causal)
-                    .commit()
-                    .logits(LogitSel::All),
+            if p.needs_draft() {
+                layout.push((rows.len(), None));
+                rows.push(p.draft_row(slot, self.mask));
+                continue;
+            }
+            let (verify, extended) = p.verify_row(slot);
+            layout.push((rows.len(), extended));
+            rows.push(verify);
+            rows.extend(
+                p.branches
+                    .iter()
+                    .filter(|br| !br.extends_verify())
+                    .map(|br| br.row(slot)),
             );
-            rows.extend(p.branches.iter().map(|br| br.row(slot)));
         }
-        let phase = if group.iter().any(|p| !p.branches.is_empty()) {
+        let phase = if group
+            .iter()
+            .any(|p| !p.branches.is_empty() || p.needs_draft())
+        {
             Phase::Fused
         } else {
             Phase::Verify
         };
         let (logits, timing) = self.forward(phase, RowBatch::new(rows), &reqs, sink)?;
         let detail = sink.detail();
-        for (p, &(first, nbranch)) in group.into_iter().zip(&layout) {
+        for (mut p, &(first, extended)) in group.into_iter().zip(&layout) {
             let i = p.req;
-            let (vsig, vtok) = self.choose(i, &logits[first])?;
-            let mut predicted = Vec::with_capacity(nbranch);
-            for k in 0..nbranch {
-                predicted.push(self.choose(i, &logits[first + 1 + k])?);
+            if p.needs_draft() {
+                self.take_draft(&mut p, &logits[first])?;
+                self.announce(&mut p, concurrency, sink);
+                self.requests[i].carried = Some(p);
+                continue;
+            }
+            // An extended verify row: the block's logits, then the continuation's.
+            let n = p.block.len();
+            let (verify, tail) = match extended {
+                Some(_) => (
+                    logits[first].narrow(0, 0, n)?,
+                    Some(logits[first].narrow(0, n, logits[first].dim(0)? - n)?),
+                ),
+                None => (logits[first].clone(), None),
+            };
+            let (vsig, vtok) = self.choose(i, &verify)?;
+            let mut predicted = Vec::with_capacity(p.branches.len());
+            let mut next = first + 1;
+            for k in 0..p.branches.len() {
+                let l = match (&tail, extended == Some(k)) {
+                    (Some(t), true) => t.clone(),
+                    _ => {
+                        next += 1;
+                        logits[next - 1].clone()
+                    }
+                };
+                predicted.push(self.choose(i, &l)?);
             }
             self.resolve(p, vsig, vtok, predicted, detail, sink)?;
         }

@@ -55,6 +55,9 @@ pub(super) struct ReqState {
     pub seed: u32,
     pub out: Vec<u32>,
     pub pending: Option<Pending>,
+    /// A round whose draft rode the last shared forward, to verify in this one (its
+    /// block, rows and events are done; `Batching::Packed`).
+    pub carried: Option<super::Plan>,
     pub history: History,
     pub stats: RequestStats,
     pub round: usize,
@@ -103,6 +106,7 @@ impl Scheduler {
             seed: 0,
             out: Vec::new(),
             pending: None,
+            carried: None,
             history: {
                 let mut h = History::default();
                 h.read_outcome(s.options.outcome_signal);

@@ -31,7 +31,7 @@ impl Scheduler {
             .then(|| self.requests[i].history.clone());
         let r = &mut self.requests[i];
         let (id, rnd) = (r.id, r.round);
-        let ctx = r.cache.len() - b;
+        let ctx = r.cache.len() - p.verify_len();
         // The verify forward wrote the whole block: keeping a prefix of it cannot fail
         // unless the cache and the plan disagree, a bug worth stopping for.
         r.cache
@@ -75,7 +75,7 @@ impl Scheduler {
             drafted: p.drafted,
             reused: p.reused.is_some(),
             branches: p.branches.iter().map(|br| br.kind).collect(),
-            branch_tokens: p.branches.iter().map(|br| br.tokens.len()).sum(),
+            branch_tokens: p.branches.iter().map(|br| br.added_tokens()).sum(),
             hit,
         });
         self.commit(i, rnd, &kept, &origins, sink);
@@ -161,7 +161,7 @@ fn emit_verdict(
                     kind: br.kind,
                     at: br.at,
                     alt: br.alt,
-                    tokens: br.tokens.len(),
+                    tokens: br.added_tokens(),
                     block: match br.alt {
                         Some(alt) => std::iter::once(alt)
                             .chain(tok[1..].iter().copied())
