@@ -194,8 +194,8 @@ fn every_mode_is_lossless() {
 }
 
 /// Under CPU-like costs the adaptive policy mixes small blocks and AR steps (B = 1) with
-/// drafting requests, in packed rounds (chosen together) and in buckets (per request):
-/// still AR's tokens.
+/// drafting requests, in packed rounds (chosen together; drafts riding or in lockstep)
+/// and in buckets (per request): still AR's tokens.
 #[test]
 fn adaptive_small_blocks_and_ar_steps_are_lossless() {
     let (model, prompts) = fixture_prompts(17);
@@ -205,7 +205,7 @@ fn adaptive_small_blocks_and_ar_steps_are_lossless() {
     o.cost_aware = true;
     let mut sizes = std::collections::BTreeSet::new();
     for c in [1, 4, 16] {
-        for batching in [Batching::Packed, Batching::ByBlock] {
+        for batching in [Batching::Packed, Batching::Lockstep, Batching::ByBlock] {
             let (got, stats) = decode_with(
                 scheduler(&model, batching, cpu_like()),
                 prompts,

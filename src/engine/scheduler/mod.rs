@@ -2,9 +2,11 @@
 //! policy for each request's block size, draft, verify (with the branch rows of
 //! RecGuide's overlap), commit. Every phase of a round is one forward over all
 //! requests, whatever block size each planned, since rows of different lengths pack
-//! without padding; the reference's buckets (one forward per planned block size)
-//! remain selectable (`Batching::ByBlock`). Each request keeps its own cache, seed and
-//! history (`request`); applying a verdict is `resolve`.
+//! without padding. While some request verifies a block it already holds, the others'
+//! fresh drafts ride that forward and verify in the next (their round is `carried`);
+//! lockstep rounds (`Batching::Lockstep`) and the reference's buckets (one forward per
+//! planned block size, `Batching::ByBlock`) remain selectable. Each request keeps its
+//! own cache, seed and history (`request`); applying a verdict is `resolve`.
 
 mod diffusion;
 mod request;
