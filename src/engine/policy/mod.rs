@@ -6,11 +6,13 @@
 //!
 //! The rules, each a [`Rule`]:
 //! - `fixed`: LinearSS and RecGuide without adaptive; AR is a fixed block of 1;
-//! - `reused`: a request holding a branch's block verifies it (no draft forward);
+//! - `reused`: a request holding a branch's block verifies it (no draft forward); a
+//!   round whose draft rode the last forward (`Member::carried`) verifies its block;
 //! - `cold_start` / `ratio`: RecGuide's per-request rule (reference §3.2), argmax
 //!   V_B(s) / T_C(B) over the action space, capped by concurrency before any history;
 //! - `round`: in a packed round the adaptive requests choose together (`joint`), the
-//!   round's expected tokens per ms;
+//!   round's expected tokens per ms, a fresh draft charged its share of a forward where
+//!   drafts ride the shared forward;
 //! - `ar_regime` / `ar_trial`: where the action space holds 1 (the throughput preset),
 //!   packed rounds run drafting or AR steps, whichever measured more tokens per ms
 //!   (`regime`);
