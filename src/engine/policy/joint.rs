@@ -5,7 +5,9 @@
 //! per ms of the round (Dinkelbach's iteration on the ratio). For one request this is
 //! the reference's ratio rule; with many, a request may take an AR step (B = 1) for
 //! the price of one verify row while others draft, and the whole round skips its
-//! draft forward only when no request gains enough from drafting.
+//! draft forward only when no request gains enough from drafting. Where fresh drafts
+//! ride the shared forward (`Batching::Packed`) there is no draft forward to skip: a
+//! drafting request is charged a C-th of a forward, the step it waits for its verdict.
 
 use super::overdue;
 use crate::engine::cost::CostModel;
@@ -53,8 +55,8 @@ fn ride_share(cost: &CostModel, n: usize) -> f64 {
 
 /// Best options for the round; each request's list must be non-empty. Ties go to the
 /// earlier option. `ride`: fresh drafts ride the shared forward (`Batching::Packed`), so
-/// a drafting option costs its share of a forward (`ride_share`) rather than the
-/// round a draft forward.
+/// a drafting option costs its share of a forward (`ride_share`) rather than costing
+/// the round a draft forward.
 pub fn choose(options: &[Vec<RoundOption>], cost: &CostModel, ride: bool) -> RoundChoice {
     if ride {
         let share = ride_share(cost, options.len());
