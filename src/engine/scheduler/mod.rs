@@ -739,15 +739,13 @@ impl Scheduler {
                 None => (logits[first].clone(), None),
             };
             let (vsig, vtok) = self.choose(i, &verify)?;
+            // The other branches' rows follow the verify row, in the table's order.
+            let mut rows = first + 1..;
             let mut predicted = Vec::with_capacity(p.branches.len());
-            let mut next = first + 1;
             for k in 0..p.branches.len() {
-                let l = match (&tail, extended == Some(k)) {
-                    (Some(t), true) => t.clone(),
-                    _ => {
-                        next += 1;
-                        logits[next - 1].clone()
-                    }
+                let l = match &tail {
+                    Some(t) if extended == Some(k) => t.clone(),
+                    _ => logits[rows.next().unwrap_or(first)].clone(),
                 };
                 predicted.push(self.choose(i, &l)?);
             }

@@ -2,7 +2,7 @@
 
 use std::collections::VecDeque;
 
-use crate::engine::events::assemble::Verdict;
+use crate::engine::events::assemble::{Denoise, Verdict};
 use crate::engine::events::{
     BlockDecision, BranchOutcome, BranchView, PosView, RequestId, Round, RowsPriced,
 };
@@ -14,17 +14,11 @@ pub const MAX_ROUNDS: usize = 4000;
 /// The verifier's verdict on a round, as shown: the round assembler's.
 pub type VerdictView = Verdict;
 
-/// A block diffusion canvas as shown (a diffusion round is one block).
+/// A block diffusion canvas as shown (a diffusion round is one block): the round
+/// assembler's denoising steps, and AR's tokens once the block is written.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DiffusionView {
-    /// A token, or `None` where still masked.
-    pub canvas: Vec<Option<u32>>,
-    /// The step that committed each position (0 while masked).
-    pub step_of: Vec<usize>,
-    /// The top probability each position was committed with (0 while masked).
-    pub confidence: Vec<f32>,
-    /// Denoising steps so far.
-    pub steps: usize,
+    pub denoise: Denoise,
     /// AR's argmax at each position once the block is written to the cache.
     pub ar: Option<Vec<u32>>,
 }
@@ -36,7 +30,8 @@ impl DiffusionView {
         let Some(ar) = &self.ar else {
             return Vec::new();
         };
-        self.canvas
+        self.denoise
+            .canvas
             .iter()
             .zip(ar)
             .take(kept)
@@ -76,28 +71,23 @@ impl RoundView {
     pub fn fill(&mut self, r: &Round) {
         let draft = r.draft.as_ref();
         let diffusion = (r.denoise.is_some() || r.written.is_some()).then(|| {
-            let mut d = r
-                .denoise
-                .as_ref()
-                .map_or_else(DiffusionView::default, |d| DiffusionView {
-                    canvas: d.canvas.clone(),
-                    step_of: d.step_of.clone(),
-                    confidence: d.confidence.clone(),
-                    steps: d.steps,
-                    ar: None,
-                });
+            let mut d = DiffusionView {
+                denoise: r.denoise.clone().unwrap_or_default(),
+                ar: None,
+            };
             if let Some(w) = &r.written {
-                d.steps = w.steps.iter().copied().max().unwrap_or(d.steps);
-                d.confidence.resize(w.block.len(), 0.0);
-                d.canvas = w.block.iter().copied().map(Some).collect();
-                d.step_of = w.steps.clone();
+                let n = &mut d.denoise;
+                n.steps = w.steps.iter().copied().max().unwrap_or(n.steps);
+                n.confidence.resize(w.block.len(), 0.0);
+                n.canvas = w.block.iter().copied().map(Some).collect();
+                n.step_of = w.steps.clone();
                 d.ar = Some(w.ar.clone());
             }
             d
         });
         self.block_size = diffusion
             .as_ref()
-            .map(|d| d.canvas.len())
+            .map(|d| d.denoise.canvas.len())
             .or(r.chosen)
             .or(draft.map(|d| d.block.len()));
         self.reason = r.reason.clone();
@@ -151,7 +141,10 @@ impl RoundView {
 
     /// Positions shown: the block when drafted, else the seed and the verifier's token.
     pub fn positions(&self) -> usize {
-        let canvas = self.diffusion.as_ref().map_or(0, |d| d.canvas.len());
+        let canvas = self
+            .diffusion
+            .as_ref()
+            .map_or(0, |d| d.denoise.canvas.len());
         self.block
             .len()
             .max(self.block_size.unwrap_or(1))
@@ -174,7 +167,10 @@ impl RoundView {
     /// Block diffusion: the canvas positions the answer kept (all of them until the
     /// block is committed, or where it committed none).
     pub fn diffusion_kept(&self) -> usize {
-        let n = self.diffusion.as_ref().map_or(0, |d| d.canvas.len());
+        let n = self
+            .diffusion
+            .as_ref()
+            .map_or(0, |d| d.denoise.canvas.len());
         if self.committed.is_empty() {
             n
         } else {

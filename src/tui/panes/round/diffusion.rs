@@ -28,10 +28,10 @@ pub(super) fn diffusion_lines(
             .map(str::to_string)
     });
     let label = match tau {
-        Some(tau) => format!("Diffusion L={} {tau}", d.canvas.len()),
-        None => format!("Diffusion L={}", d.canvas.len()),
+        Some(tau) => format!("Diffusion L={} {tau}", d.denoise.canvas.len()),
+        None => format!("Diffusion L={}", d.denoise.canvas.len()),
     };
-    let masks = d.canvas.iter().filter(|c| c.is_none()).count();
+    let masks = d.denoise.canvas.iter().filter(|c| c.is_none()).count();
     let kept = r.diffusion_kept();
     let mut out = wrap(
         &[
@@ -40,14 +40,14 @@ pub(super) fn diffusion_lines(
                 if d.ar.is_some() {
                     format!(
                         "{} steps + 1 cache write for {kept} tokens, no verifier",
-                        d.steps
+                        d.denoise.steps
                     )
                 } else {
                     // Kept on one row: it wraps whole where the label leaves no room.
                     glue(&format!(
                         "step {} · {masks} masked of {}",
-                        d.steps,
-                        d.canvas.len()
+                        d.denoise.steps,
+                        d.denoise.canvas.len()
                     ))
                 },
                 t.dim,
@@ -57,8 +57,8 @@ pub(super) fn diffusion_lines(
     );
     let differ = d.disagreements(kept);
     let mut cells = Cells::new(width);
-    for (p, c) in d.canvas.iter().enumerate() {
-        let step = d.step_of.get(p).copied().unwrap_or(0);
+    for (p, c) in d.denoise.canvas.iter().enumerate() {
+        let step = d.denoise.step_of.get(p).copied().unwrap_or(0);
         let (tok, mut style) = match c {
             None => (MASK_GLYPH.repeat(2), t.dim),
             Some(id) => {
@@ -72,7 +72,7 @@ pub(super) fn diffusion_lines(
                     } else {
                         (tok, t.accepted)
                     }
-                } else if step == d.steps {
+                } else if step == d.denoise.steps {
                     (tok, t.bonus)
                 } else {
                     (tok, t.text)
@@ -116,15 +116,15 @@ pub(super) fn diffusion_lines(
             wrap(&parts, width)
         }
         None => {
-            let now: Vec<f32> = (0..d.canvas.len())
-                .filter(|&p| d.step_of.get(p) == Some(&d.steps))
-                .map(|p| d.confidence.get(p).copied().unwrap_or(0.0))
+            let now: Vec<f32> = (0..d.denoise.canvas.len())
+                .filter(|&p| d.denoise.step_of.get(p) == Some(&d.denoise.steps))
+                .map(|p| d.denoise.confidence.get(p).copied().unwrap_or(0.0))
                 .collect();
             let low = now.iter().copied().fold(f32::INFINITY, f32::min);
             let text = match now.len() {
                 0 => "nothing committed yet".to_string(),
-                1 => format!("step {}: 1 position, p {low:.2}", d.steps),
-                k => format!("step {}: {k} positions, p ≥ {low:.2}", d.steps),
+                1 => format!("step {}: 1 position, p {low:.2}", d.denoise.steps),
+                k => format!("step {}: {k} positions, p ≥ {low:.2}", d.denoise.steps),
             };
             wrap(&[(text, t.dim)], width)
         }
@@ -143,15 +143,15 @@ pub(super) fn diffusion_inspector(
     p: usize,
     width: usize,
 ) -> Vec<Line<'static>> {
-    let p = p.min(d.canvas.len().saturating_sub(1));
+    let p = p.min(d.denoise.canvas.len().saturating_sub(1));
     let s = &st.session;
     let mut parts = vec![(format!("position {p}: "), t.title)];
-    match d.canvas.get(p).copied().flatten() {
+    match d.denoise.canvas.get(p).copied().flatten() {
         None => parts.push(("still masked".into(), t.dim)),
         Some(id) => {
             parts.push((glue(&quoted(&s.token(id))), t.text));
-            let step = d.step_of.get(p).copied().unwrap_or(0);
-            match d.confidence.get(p).copied().filter(|c| *c > 0.0) {
+            let step = d.denoise.step_of.get(p).copied().unwrap_or(0);
+            match d.denoise.confidence.get(p).copied().filter(|c| *c > 0.0) {
                 Some(c) => parts.push((format!(" at step {step}, p {c:.2}"), t.dim)),
                 None => parts.push((format!(" at step {step}"), t.dim)),
             }
