@@ -40,6 +40,7 @@ pub enum Preset {
     /// Tokens per second on the machine at hand: AR steps and 4-token drafts allowed,
     /// a measured regime (drafting or AR steps, whichever delivered more), branch rows
     /// only where the cost profile says they pay. On a CPU it mostly takes AR steps.
+    /// Under GPU prices it is behind the paper preset at C = 4–32 (docs/results.md).
     Throughput,
 }
 
