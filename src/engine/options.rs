@@ -39,8 +39,10 @@ pub enum Preset {
     Paper,
     /// Tokens per second on the machine at hand: AR steps and 4-token drafts allowed,
     /// a measured regime (drafting or AR steps, whichever delivered more), branch rows
-    /// only where the cost profile says they pay. On a CPU it mostly takes AR steps.
-    /// Under GPU prices it is behind the paper preset at C = 4–32 (docs/results.md).
+    /// only where the cost profile says they pay. 4-token drafts and AR steps are
+    /// offered only where the forward is compute-bound at them: on a CPU it mostly
+    /// takes AR steps from two requests on; under GPU prices, below a load of tens
+    /// of requests, it decides as the paper preset does.
     Throughput,
 }
 

@@ -232,6 +232,13 @@ impl CostModel {
         self.fixed_ms + rows as f64 * self.row_ms(tokens, ctx)
     }
 
+    /// A forward of `rows` rows of `tokens` is compute-bound: its rows cost at least
+    /// its fixed price (on a CPU from one row; NLD-8B on a B200 from 75–82 rows of 4
+    /// tokens).
+    pub fn compute_bound(&self, rows: usize, tokens: usize, ctx: usize) -> bool {
+        rows.max(1) as f64 * self.row_ms(tokens, ctx) >= self.fixed_ms
+    }
+
     /// What a round costs whatever its blocks: each forward's fixed cost (the verify
     /// forward always, the draft forward when some request drafts) and the scheduler's
     /// own work per round.

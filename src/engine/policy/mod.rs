@@ -23,6 +23,10 @@
 //!   learned costs keep measuring it (only where the costs learn: under a fixed
 //!   profile's prices exploring would measure nothing);
 //! - `context`: clipped to what is left of the window.
+//!
+//! Every adaptive rule chooses among the sizes offered at the load: one below the
+//! reference's smallest (4, or 1: an AR step) only where the forward is compute-bound
+//! at it (`offered`).
 
 mod joint;
 mod regime;
@@ -41,7 +45,7 @@ pub use tables::{
 
 use super::cost::{CostModel, ForwardShape, OnlineCost};
 use super::events::{BlockCandidate, BlockDecision, Rule};
-use super::options::{Batching, Blocks, DecodeOptions};
+use super::options::{Batching, Blocks, DecodeOptions, REFERENCE_BLOCKS};
 
 /// The exploration budget: each alternative the rules did not choose (a block size, the
 /// other regime) may spend this share of the run's time on being measured, so a slow
@@ -366,15 +370,32 @@ impl BlockPolicy {
             .collect()
     }
 
-    /// An option per size of the action space the tables can value and the window
-    /// holds, capped by the reference's concurrency mapping before any history.
+    /// The sizes of `set` offered at this load. A size below the reference's smallest
+    /// (the throughput preset's 4, and 1: an AR step) is offered only where the
+    /// forward is compute-bound at it, `concurrency` rows of it costing at least a
+    /// forward's fixed price: there a shorter block saves compute that the forward
+    /// pays for. Where the forward is memory-bound it saves almost nothing and yields
+    /// fewer tokens a forward, and the one-round rule misjudges that (a hit's
+    /// continuation keeps its size; a stepping request lengthens a closed batch):
+    /// docs/decisions.md, "Short blocks only where forwards are compute-bound".
+    fn offered(&self, set: &[usize], concurrency: usize, ctx: usize) -> Vec<usize> {
+        let cost = self.cost.model();
+        set.iter()
+            .copied()
+            .filter(|&b| b >= REFERENCE_BLOCKS[0] || cost.compute_bound(concurrency, b, ctx))
+            .collect()
+    }
+
+    /// An option per size of the action space offered at this load that the tables
+    /// can value and the window holds, capped by the reference's concurrency mapping
+    /// before any history.
     fn options_of(&self, m: &Member, set: &[usize], concurrency: usize) -> Vec<RoundOption> {
         let cap = if m.history.is_empty() {
             cold_start(concurrency)
         } else {
             usize::MAX
         };
-        let mut blocks = set.to_vec();
+        let mut blocks = self.offered(set, concurrency, m.ctx);
         blocks.sort_unstable();
         blocks.dedup();
         blocks
@@ -443,11 +464,12 @@ impl BlockPolicy {
         blocks: &[usize],
         concurrency: usize,
     ) -> (usize, BlockDecision) {
+        let offered = self.offered(blocks, concurrency, m.ctx);
         ratio_rule(
             m.history,
             &self.tables,
             self.cost.model(),
-            blocks,
+            if offered.is_empty() { blocks } else { &offered },
             concurrency,
             m.ctx,
             &Learned {

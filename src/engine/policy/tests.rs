@@ -172,6 +172,48 @@ fn under_fixed_prices_the_throughput_preset_weighs_ar_steps_in_the_joint_choice(
     }
 }
 
+/// The throughput preset's sizes below the reference's (4, and 1: an AR step) are
+/// offered only where the forward is compute-bound at them.
+#[test]
+fn short_blocks_only_where_forwards_are_compute_bound() {
+    // NLD-8B on a B200, 100 positions of context: rows of 4 tokens turn a forward
+    // compute-bound from 60–90 of them, single tokens not within the paper's loads.
+    let cost = b200();
+    let knee = |t| (1..=1024).find(|&c| cost.compute_bound(c, t, 100));
+    assert!(
+        knee(4).is_some_and(|c| (60..=90).contains(&c)),
+        "{:?}",
+        knee(4)
+    );
+    assert!(knee(1).is_none_or(|c| c > 128), "{:?}", knee(1));
+    let mut tables = SurvivalTables::marginal_reference();
+    tables
+        .strata
+        .get_mut("all")
+        .unwrap()
+        .insert(4, vec![vec![1.0, 0.9, 0.8, 0.7]]);
+    let o = Preset::Throughput.options();
+    let h = history(1.0, 8, 2);
+    let offered = |cost: &CostModel, c: usize| -> Vec<usize> {
+        let mut p = BlockPolicy::new(tables.clone(), cost.clone());
+        p.set_cost_learning(false);
+        let members: Vec<Member> = (0..c).map(|_| member(&o, &h)).collect();
+        let d = p.decide(&members, Batching::Packed);
+        let why = d[0].1.as_ref().expect("an adaptive decision");
+        why.candidates.iter().map(|x| x.block).collect()
+    };
+    assert_eq!(offered(&cost, 1), REFERENCE_BLOCKS);
+    assert_eq!(offered(&cost, 16), REFERENCE_BLOCKS);
+    assert_eq!(offered(&cost, 128), [4, 8, 16, 32]);
+    // Where every token costs (a CPU) each size is offered from one request.
+    assert_eq!(offered(&steep(), 1), THROUGHPUT_BLOCKS);
+    // The development CPU's built-in profile: 4-token blocks from one request, AR
+    // steps from two (one token alone is still mostly a forward's fixed price there).
+    let cpu = CostModel::builtin();
+    assert!(cpu.compute_bound(1, 4, 100));
+    assert!(!cpu.compute_bound(1, 1, 100) && cpu.compute_bound(2, 1, 100));
+}
+
 #[test]
 fn exploration_runs_sizes_the_rule_does_not_pick() {
     // Flat costs make 32 the pick; 8 and 16 are measured now and then.
