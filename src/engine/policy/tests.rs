@@ -112,15 +112,20 @@ fn per_request_rule_when_rounds_do_not_share_forwards() {
     assert_eq!(rules(&d), vec![Some(Rule::Ratio)]);
 }
 
-#[test]
-fn the_throughput_preset_takes_ar_steps_on_a_cpu_and_explores() {
+/// The reference's tables with a row for B = 4 (the throughput preset's).
+fn tables_with_b4() -> SurvivalTables {
     let mut tables = SurvivalTables::marginal_reference();
     tables
         .strata
         .get_mut("all")
         .unwrap()
         .insert(4, vec![vec![1.0, 0.9, 0.8, 0.7]]);
-    let mut p = BlockPolicy::new(tables, steep());
+    tables
+}
+
+#[test]
+fn the_throughput_preset_takes_ar_steps_on_a_cpu_and_explores() {
+    let mut p = BlockPolicy::new(tables_with_b4(), steep());
     let o = Preset::Throughput.options();
     let h = history(1.0, 8, 2);
     let members: Vec<Member> = (0..16).map(|_| member(&o, &h)).collect();
@@ -186,12 +191,7 @@ fn short_blocks_only_where_forwards_are_compute_bound() {
         knee(4)
     );
     assert!(knee(1).is_none_or(|c| c > 128), "{:?}", knee(1));
-    let mut tables = SurvivalTables::marginal_reference();
-    tables
-        .strata
-        .get_mut("all")
-        .unwrap()
-        .insert(4, vec![vec![1.0, 0.9, 0.8, 0.7]]);
+    let tables = tables_with_b4();
     let o = Preset::Throughput.options();
     let h = history(1.0, 8, 2);
     let offered = |cost: &CostModel, c: usize| -> Vec<usize> {
