@@ -3,6 +3,10 @@
 bench --json` files: the table docs/results.md shows ("RecGuide priced at the load").
 
 usage: scripts/recguide-table.py BENCH.json [BENCH.json ...]
+       scripts/recguide-table.py --held BENCH.json [BENCH.json ...]
+
+--held: one load run with different --requests-per-slot (one file each, fixed B = 8
+and RecGuide): RecGuide against B = 8 as the load is held longer.
 """
 import json
 import math
@@ -39,5 +43,22 @@ def main(paths):
         print(f"geometric mean of RecGuide ÷ best fixed over C: {geo:.3f}\n")
 
 
+def held(paths):
+    print("| requests per slot | requests | fixed B = 8, modeled tok/s | RecGuide | ÷ B = 8 | physical forwards (B = 8 / RecGuide) |")
+    print("|---:|---:|---:|---:|---:|---|")
+    for path in paths:
+        d = json.load(open(path))
+        at = {r["config"]: r for r in d["results"]}
+        lin, rg = at["linear B=8"], at["recguide"]
+        print(f"| {d['requests_per_slot']} | {rg['requests']} | {lin['modeled_tokens_per_sec']:.0f} "
+              f"| {rg['modeled_tokens_per_sec']:.0f} "
+              f"| {rg['modeled_tokens_per_sec'] / lin['modeled_tokens_per_sec']:.3f} "
+              f"| {lin['physical_forwards']} / {rg['physical_forwards']} |")
+    print()
+
+
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    if sys.argv[1:2] == ["--held"]:
+        held(sys.argv[2:])
+    else:
+        main(sys.argv[1:])

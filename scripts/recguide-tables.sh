@@ -4,8 +4,8 @@
 # C = 1, the adaptive ablation across C, and the same sweep priced by this CPU
 # (measured tokens/s beside the modeled ones). Bench files and tables go to OUT_DIR.
 #
-#   scripts/recguide-tables.sh [OUT_DIR]   (default target/recguide-tables; about 20
-#                                           minutes on 2 cores, each sweep 8.5)
+#   scripts/recguide-tables.sh [OUT_DIR]   (default target/recguide-tables; about 28
+#                                           minutes on 2 cores, each sweep 9.5)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-target/recguide-tables}"
@@ -15,11 +15,22 @@ cargo build --release --bin specscope
 bin=target/release/specscope
 loads=1,2,4,8,16,32,64,128
 
-# The paper's loads: 128 prompts (32 per held-out family), every configuration once.
+# The paper's loads: 96 prompts (32 per held-out family), repeated where a load has
+# fewer than 2 requests per slot (C = 64: 128 requests, C = 128: 256), every
+# configuration once.
 for p in b200-nld8b h200-nld8b; do
   "$bin" bench --configs ar,linear,recguide,recguide-lockstep,recguide-throughput --concurrency "$loads" \
     --limit 32 --max-new-tokens 128 --cost-profile "$p" --json "$out/$p.json" \
     | tee "$out/$p.txt"
+done
+# C = 128 held for shorter or longer: a closed batch of the 96 prompts (0) and of 128
+# requests (1), and 2 and 4 requests per slot (about 4.5 minutes for both profiles).
+for p in b200-nld8b h200-nld8b; do
+  for k in 0 1 2 4; do
+    "$bin" bench --configs linear,recguide --blocks 8 --concurrency 128 --requests-per-slot "$k" \
+      --limit 32 --max-new-tokens 128 --cost-profile "$p" --json "$out/$p-held$k.json" \
+      | tee "$out/$p-held$k.txt"
+  done
 done
 # Row ablation at C = 1: every row of each table rides (unpriced), against the
 # priced default.
@@ -37,3 +48,6 @@ done
   --limit 8 --max-new-tokens 128 --cost-profile cpu --json "$out/cpu.json" \
   | tee "$out/cpu.txt"
 scripts/recguide-table.py "$out/b200-nld8b.json" "$out/h200-nld8b.json" "$out/cpu.json"
+for p in b200-nld8b h200-nld8b; do
+  scripts/recguide-table.py --held "$out/$p-held"{0,1,2,4}.json
+done

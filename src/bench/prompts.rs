@@ -145,9 +145,48 @@ pub fn encode(
         .collect()
 }
 
+/// The requests a load of `concurrency` runs: every prompt once, then the list again
+/// in its order until there are at least `per_slot` × `concurrency` requests, so that
+/// the load is held most of the run instead of draining from its first forward (the
+/// paper calls its runs on sets too small to fill C anomalous). A repeat is its
+/// prompt again: at temperature 0 it decodes the same tokens, and it counts again.
+pub fn requests_at(
+    prompts: &[BenchPrompt],
+    concurrency: usize,
+    per_slot: usize,
+) -> Vec<BenchPrompt> {
+    let n = prompts.len().max(concurrency.saturating_mul(per_slot));
+    prompts.iter().cycle().take(n).cloned().collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_load_repeats_the_prompts_in_order_until_each_slot_has_its_requests() {
+        let prompts: Vec<BenchPrompt> = (0..3u32)
+            .map(|i| BenchPrompt {
+                family: "f".into(),
+                task: None,
+                tokens: vec![i],
+                answer: None,
+                expect: Vec::new(),
+            })
+            .collect();
+        let firsts = |c, k| -> Vec<u32> {
+            requests_at(&prompts, c, k)
+                .iter()
+                .map(|p| p.tokens[0])
+                .collect()
+        };
+        // Enough prompts: each once.
+        assert_eq!(firsts(1, 2), [0, 1, 2]);
+        assert_eq!(firsts(4, 0), [0, 1, 2]);
+        // Too few: the list again, in order, up to C × per_slot.
+        assert_eq!(firsts(4, 1), [0, 1, 2, 0]);
+        assert_eq!(firsts(4, 2), [0, 1, 2, 0, 1, 2, 0, 1]);
+    }
 
     #[test]
     fn per_family_skips_then_limits_each_family() {

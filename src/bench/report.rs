@@ -1,9 +1,29 @@
 //! The bench's text tables: speed-ups per load, each configuration's block-size
-//! shares, and the spread of timed passes.
+//! shares, the loads that ran prompts again, and the spread of timed passes.
 
 use super::sweep::BenchResult;
 use crate::engine::events::ratio;
 use crate::engine::Mode;
+
+/// The loads that ran the prompts more than once (`bench --requests-per-slot`), and how
+/// many requests each ran; empty when every load ran each prompt once.
+pub fn repeated_prompts(results: &[BenchResult], prompts: usize, per_slot: usize) -> String {
+    let mut loads: Vec<(usize, usize)> = results
+        .iter()
+        .filter(|r| r.requests > prompts)
+        .map(|r| (r.concurrency, r.requests))
+        .collect();
+    loads.sort_unstable();
+    loads.dedup();
+    if loads.is_empty() {
+        return String::new();
+    }
+    let loads: Vec<String> = loads.iter().map(|(c, n)| format!("C = {c}: {n}")).collect();
+    format!(
+        "requests: the {prompts} prompts, repeated in order to hold each load (--requests-per-slot {per_slot}): {}\n",
+        loads.join(", ")
+    )
+}
 
 /// How much one pass tells: per concurrency, each configuration that is not LinearSS
 /// against the best LinearSS (by all passes' tokens/s), pass by pass (min / median /

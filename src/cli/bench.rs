@@ -6,7 +6,8 @@ use anyhow::{ensure, Context, Result};
 use clap::Args;
 
 use specscope::bench::acceptance::answer_right;
-use specscope::bench::report::{pass_spread, share_table, table};
+use specscope::bench::prompts::requests_at;
+use specscope::bench::report::{pass_spread, repeated_prompts, share_table, table};
 use specscope::bench::sweep::{configs, run_config, BenchResult, Config};
 use specscope::engine::options::{DecodeOptions, DEFAULT_RISK_THRESHOLD};
 use specscope::engine::overlap::RowTable;
@@ -51,6 +52,12 @@ pub struct BenchArgs {
     /// Requests in flight (1 to 1024; the paper's loads are 1,2,4,8,16,32,64,128).
     #[arg(long, value_delimiter = ',', default_value = "1,2,4,8", value_parser = super::count(1, 1024))]
     pub concurrency: Vec<usize>,
+    /// Requests per slot each load runs at least: with fewer prompts than
+    /// C × this, the prompts are repeated in order (a repeat decodes the same tokens and
+    /// counts again), so the load is held rather than draining from the start. 0: each
+    /// prompt once at every load.
+    #[arg(long, default_value_t = 2, value_parser = super::count(0, 64))]
+    pub requests_per_slot: usize,
     /// Tokens to decode per prompt.
     #[arg(long, default_value_t = 128, value_parser = super::count(1, super::MAX_NEW_TOKENS))]
     pub max_new_tokens: usize,
@@ -111,6 +118,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     let mut done = 0;
     let mut progress = super::progress::Progress::new("bench", total as u64);
     for &c in &a.concurrency {
+        let requests = requests_at(&prompts, c, a.requests_per_slot);
         // Per configuration: its result and outputs from the first pass.
         let mut at_c: Vec<Option<(BenchResult, Vec<Vec<u32>>)>> = vec![None; cfgs.len()];
         for pass in 0..repeats {
@@ -122,7 +130,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
             for k in order {
                 let cfg = &cfgs[k];
                 progress.set(done as u64, &format!("{} C={c}", cfg.name));
-                let (r, out) = run_config(&loaded.model, &prompts, cfg, c, &tables, &pricing)
+                let (r, out) = run_config(&loaded.model, &requests, cfg, c, &tables, &pricing)
                     .with_context(|| format!("{} at C={c}", cfg.name))?;
                 match &mut at_c[k] {
                     None => at_c[k] = Some((r, out)),
@@ -148,7 +156,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
             r.identical_to_ar = ar_out.as_ref().map(|want| *want == out);
             // The answers as text: the checks `eval` makes (the math answer line, or
             // the expected string).
-            for (p, tokens) in prompts.iter().zip(&out) {
+            for (p, tokens) in requests.iter().zip(&out) {
                 let text = loaded.tokenizer.decode(tokens)?;
                 if let Some(right) = answer_right(p, &text) {
                     r.answers_checked += 1;
@@ -164,6 +172,10 @@ pub fn run(a: BenchArgs) -> Result<()> {
         "mod = modeled, not measured: each decode forward priced by the cost profile ({})",
         pricing.cost.source
     );
+    out!(
+        "{}",
+        repeated_prompts(&results, prompts.len(), a.requests_per_slot)
+    );
     out!("{}", share_table(&results));
     out!("{}", pass_spread(&results));
     if let Some(path) = &a.json {
@@ -172,6 +184,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
             "format_version": specscope::bench::sweep::FORMAT_VERSION,
             "model": loaded.files.label,
             "prompts": prompts.len(),
+            "requests_per_slot": a.requests_per_slot,
             "max_new_tokens": a.max_new_tokens,
             "repeats": repeats,
             "cost_profile": pricing.cost,

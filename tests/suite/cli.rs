@@ -393,6 +393,17 @@ fn bench_runs_side_by_side_and_names_bad_prompt_lines() {
     let results = v["results"].as_array().unwrap();
     assert_eq!(results.len(), 6);
     assert!(results.iter().all(|r| r["identical_to_ar"] == true));
+    // Two prompts hold C = 2 only repeated: 4 requests there (2 per slot), each once
+    // at C = 1.
+    let requests: Vec<u64> = results
+        .iter()
+        .map(|r| r["requests"].as_u64().unwrap())
+        .collect();
+    assert_eq!(requests, [2, 2, 2, 4, 4, 4]);
+    assert!(
+        table.contains("repeated in order to hold each load (--requests-per-slot 2): C = 2: 4"),
+        "{table}"
+    );
 
     std::fs::write(&prompts, "{\"prompt\": \"ok\"}\n{not json}\n").unwrap();
     assert_clean_error(&bench(&[]), "p.jsonl:2");
@@ -701,7 +712,7 @@ fn a_full_disk_on_stdout_is_an_error_not_a_panic() {
 /// naming the flag and its range, before anything is allocated.
 #[test]
 fn counted_flags_outside_their_range_are_refused() {
-    let flags: [(&[&str], &str, u64, u64); 14] = [
+    let flags: [(&[&str], &str, u64, u64); 15] = [
         (&["inspect", "--prompt", "hi"], "--block", 1, 256),
         (&["inspect", "--prompt", "hi"], "--top-k", 1, 1000),
         (&["profile"], "--rows", 1, 256),
@@ -714,6 +725,7 @@ fn counted_flags_outside_their_range_are_refused() {
         (&["eval"], "--blocks", 2, 256),
         (&["bench"], "--concurrency", 1, 1024),
         (&["bench"], "--max-new-tokens", 1, 1 << 20),
+        (&["bench"], "--requests-per-slot", 0, 64),
         (&["run", "--prompt", "hi"], "--max-new-tokens", 1, 1 << 20),
         (&["ui-bench"], "--width", 20, 1000),
     ];
