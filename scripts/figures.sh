@@ -22,10 +22,10 @@ conc="${CONCURRENCY:-1,2,4,8,16}"
 limit="${LIMIT:-4}"
 
 "$bin" bench --configs ar,linear,recguide,recguide-throughput --blocks 8,16,32 \
-  --concurrency "$conc" --limit "$limit" --max-new-tokens 128 --repeats 2 \
+  --concurrency "$conc" --limit "$limit" --max-new-tokens 128 --repeats 2 --requests-per-slot 0 \
   --cost-profile cpu --json "$data/bench-cpu.json"
 "$bin" bench --configs ar,linear,recguide --blocks 8,16,32 \
-  --concurrency "$conc" --limit "$limit" --max-new-tokens 128 \
+  --concurrency "$conc" --limit "$limit" --max-new-tokens 128 --requests-per-slot 0 \
   --cost-profile b200-nld8b --json "$data/bench-b200.json"
 # The default chat's options (the paper preset), 10 held-out prompts per family.
 "$bin" trace record --limit 10 --out "$data/session.jsonl"

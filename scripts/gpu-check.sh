@@ -176,7 +176,7 @@ step profile "$bin" profile --model "$synth" --device "$device" "${profile_args[
   --roofline "$GPU" --json "$out/profile.json"
 cost=("--cost-profile" "$GPU-nld8b")
 step bench "$bin" bench --model "$synth" --device "$device" --configs ar,linear,recguide \
-  "${bench_args[@]}" "${cost[@]}" --json "$out/bench.json"
+  --requests-per-slot 0 "${bench_args[@]}" "${cost[@]}" --json "$out/bench.json"
 
 failed=0
 for s in "${states[@]}"; do [ "$s" = ok ] || failed=$((failed + 1)); done

@@ -50,7 +50,8 @@ def held(paths):
         d = json.load(open(path))
         at = {r["config"]: r for r in d["results"]}
         lin, rg = at["linear B=8"], at["recguide"]
-        print(f"| {d['requests_per_slot']} | {rg['requests']} | {lin['modeled_tokens_per_sec']:.0f} "
+        # Files from before --requests-per-slot ran each prompt once (0).
+        print(f"| {d.get('requests_per_slot', 0)} | {rg['requests']} | {lin['modeled_tokens_per_sec']:.0f} "
               f"| {rg['modeled_tokens_per_sec']:.0f} "
               f"| {rg['modeled_tokens_per_sec'] / lin['modeled_tokens_per_sec']:.3f} "
               f"| {lin['physical_forwards']} / {rg['physical_forwards']} |")

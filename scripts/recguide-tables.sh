@@ -15,18 +15,18 @@ cargo build --release --bin specscope
 bin=target/release/specscope
 loads=1,2,4,8,16,32,64,128
 
-# The paper's loads: 96 prompts (32 per held-out family), repeated where a load has
-# fewer than 2 requests per slot (C = 64: 128 requests, C = 128: 256), every
+# The paper's loads: 96 prompts (32 per held-out family), run whole again where a
+# load needs at least 2 requests per slot (C = 64: 192 requests, C = 128: 288), every
 # configuration once.
 for p in b200-nld8b h200-nld8b; do
   "$bin" bench --configs ar,linear,recguide,recguide-lockstep,recguide-throughput --concurrency "$loads" \
     --limit 32 --max-new-tokens 128 --cost-profile "$p" --json "$out/$p.json" \
     | tee "$out/$p.txt"
 done
-# C = 128 held for shorter or longer: a closed batch of the 96 prompts (0) and of 128
-# requests (1), and 2 and 4 requests per slot (about 4.5 minutes for both profiles).
+# C = 128 held for shorter or longer: a closed batch of the 96 prompts (0), then the
+# prompts run 2, 3 and 4 times (1, 2 and 3 requests per slot).
 for p in b200-nld8b h200-nld8b; do
-  for k in 0 1 2 4; do
+  for k in 0 1 2 3; do
     "$bin" bench --configs linear,recguide --blocks 8 --concurrency 128 --requests-per-slot "$k" \
       --limit 32 --max-new-tokens 128 --cost-profile "$p" --json "$out/$p-held$k.json" \
       | tee "$out/$p-held$k.txt"
@@ -49,5 +49,5 @@ done
   | tee "$out/cpu.txt"
 scripts/recguide-table.py "$out/b200-nld8b.json" "$out/h200-nld8b.json" "$out/cpu.json"
 for p in b200-nld8b h200-nld8b; do
-  scripts/recguide-table.py --held "$out/$p-held"{0,1,2,4}.json
+  scripts/recguide-table.py --held "$out/$p-held"{0,1,2,3}.json
 done

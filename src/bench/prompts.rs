@@ -145,18 +145,30 @@ pub fn encode(
         .collect()
 }
 
-/// The requests a load of `concurrency` runs: every prompt once, then the list again
-/// in its order until there are at least `per_slot` × `concurrency` requests, so that
-/// the load is held most of the run instead of draining from its first forward (the
-/// paper calls its runs on sets too small to fill C anomalous). A repeat is its
-/// prompt again: at temperature 0 it decodes the same tokens, and it counts again.
+/// Most requests one load may run (`requests_at`): far above any bench here.
+pub const MAX_REQUESTS: usize = 1 << 20;
+
+/// The requests a load of `concurrency` runs: the prompt list as many whole times as
+/// it takes to give every slot `per_slot` requests (at least once), so the load is
+/// held until at least half of them have finished instead of draining from its first
+/// forward, and every prompt, so every family, weighs the same at every load. A repeat
+/// is its prompt again: at temperature 0 it decodes the same tokens, and it counts
+/// again.
 pub fn requests_at(
     prompts: &[BenchPrompt],
     concurrency: usize,
     per_slot: usize,
-) -> Vec<BenchPrompt> {
-    let n = prompts.len().max(concurrency.saturating_mul(per_slot));
-    prompts.iter().cycle().take(n).cloned().collect()
+) -> Result<Vec<BenchPrompt>> {
+    let want = concurrency.saturating_mul(per_slot);
+    let passes = want.div_ceil(prompts.len().max(1)).max(1);
+    let n = passes.saturating_mul(prompts.len());
+    if n > MAX_REQUESTS {
+        bail!(
+            "{n} requests at concurrency {concurrency} ({per_slot} per slot over {} prompts): more than {MAX_REQUESTS}",
+            prompts.len()
+        );
+    }
+    Ok(prompts.iter().cycle().take(n).cloned().collect())
 }
 
 #[cfg(test)]
@@ -164,7 +176,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_load_repeats_the_prompts_in_order_until_each_slot_has_its_requests() {
+    fn a_load_runs_the_prompt_list_whole_until_each_slot_has_its_requests() {
         let prompts: Vec<BenchPrompt> = (0..3u32)
             .map(|i| BenchPrompt {
                 family: "f".into(),
@@ -176,6 +188,7 @@ mod tests {
             .collect();
         let firsts = |c, k| -> Vec<u32> {
             requests_at(&prompts, c, k)
+                .unwrap()
                 .iter()
                 .map(|p| p.tokens[0])
                 .collect()
@@ -183,9 +196,13 @@ mod tests {
         // Enough prompts: each once.
         assert_eq!(firsts(1, 2), [0, 1, 2]);
         assert_eq!(firsts(4, 0), [0, 1, 2]);
-        // Too few: the list again, in order, up to C × per_slot.
-        assert_eq!(firsts(4, 1), [0, 1, 2, 0]);
-        assert_eq!(firsts(4, 2), [0, 1, 2, 0, 1, 2, 0, 1]);
+        assert_eq!(firsts(3, 1), [0, 1, 2]);
+        // Too few: the whole list again, in order, until C × per_slot are reached.
+        assert_eq!(firsts(4, 1), [0, 1, 2, 0, 1, 2]);
+        assert_eq!(firsts(4, 2), [0, 1, 2, 0, 1, 2, 0, 1, 2]);
+        // A request count past the bound is refused, naming the load.
+        let err = requests_at(&prompts, usize::MAX, 2).unwrap_err();
+        assert!(err.to_string().contains("more than"), "{err}");
     }
 
     #[test]

@@ -18,9 +18,12 @@ pub fn repeated_prompts(results: &[BenchResult], prompts: usize, per_slot: usize
     if loads.is_empty() {
         return String::new();
     }
-    let loads: Vec<String> = loads.iter().map(|(c, n)| format!("C = {c}: {n}")).collect();
+    let loads: Vec<String> = loads
+        .iter()
+        .map(|(c, n)| format!("C = {c}: {n} ({} each)", n / prompts.max(1)))
+        .collect();
     format!(
-        "requests: the {prompts} prompts, repeated in order to hold each load (--requests-per-slot {per_slot}): {}\n",
+        "requests: the {prompts} prompts, run again, in order, to hold each load (--requests-per-slot {per_slot}): {}\n",
         loads.join(", ")
     )
 }

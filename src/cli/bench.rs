@@ -8,7 +8,7 @@ use clap::Args;
 use specscope::bench::acceptance::answer_right;
 use specscope::bench::prompts::requests_at;
 use specscope::bench::report::{pass_spread, repeated_prompts, share_table, table};
-use specscope::bench::sweep::{configs, run_config, BenchResult, Config};
+use specscope::bench::sweep::{configs, run_config, BenchConfig, BenchResult, Config};
 use specscope::engine::options::{DecodeOptions, DEFAULT_RISK_THRESHOLD};
 use specscope::engine::overlap::RowTable;
 use specscope::engine::policy::SurvivalTables;
@@ -52,10 +52,9 @@ pub struct BenchArgs {
     /// Requests in flight (1 to 1024; the paper's loads are 1,2,4,8,16,32,64,128).
     #[arg(long, value_delimiter = ',', default_value = "1,2,4,8", value_parser = super::count(1, 1024))]
     pub concurrency: Vec<usize>,
-    /// Requests per slot each load runs at least: with fewer prompts than
-    /// C × this, the prompts are repeated in order (a repeat decodes the same tokens and
-    /// counts again), so the load is held rather than draining from the start. 0: each
-    /// prompt once at every load.
+    /// Each load runs at least this many requests per slot (this × --concurrency),
+    /// running the prompt list whole again, in order, when it has fewer; a repeat
+    /// decodes the same tokens and counts again. 0 runs each prompt once.
     #[arg(long, default_value_t = 2, value_parser = super::count(0, 64))]
     pub requests_per_slot: usize,
     /// Tokens to decode per prompt.
@@ -118,7 +117,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     let mut done = 0;
     let mut progress = super::progress::Progress::new("bench", total as u64);
     for &c in &a.concurrency {
-        let requests = requests_at(&prompts, c, a.requests_per_slot);
+        let requests = requests_at(&prompts, c, a.requests_per_slot)?;
         // Per configuration: its result and outputs from the first pass.
         let mut at_c: Vec<Option<(BenchResult, Vec<Vec<u32>>)>> = vec![None; cfgs.len()];
         for pass in 0..repeats {
@@ -132,6 +131,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
                 progress.set(done as u64, &format!("{} C={c}", cfg.name));
                 let (r, out) = run_config(&loaded.model, &requests, cfg, c, &tables, &pricing)
                     .with_context(|| format!("{} at C={c}", cfg.name))?;
+                same_as_originals(&out, prompts.len(), cfg, c)?;
                 match &mut at_c[k] {
                     None => at_c[k] = Some((r, out)),
                     Some((first, first_out)) => {
@@ -194,6 +194,24 @@ pub fn run(a: BenchArgs) -> Result<()> {
             "results": results,
         });
         specscope::output::write_whole(path, &serde_json::to_string_pretty(&out)?)?;
+    }
+    Ok(())
+}
+
+/// A repeated prompt (`--requests-per-slot`) is the same request again: greedy, it
+/// decodes its original's tokens whatever the load, or the figures would count
+/// something else.
+fn same_as_originals(out: &[Vec<u32>], prompts: usize, cfg: &BenchConfig, c: usize) -> Result<()> {
+    if cfg.options.sampling.temperature > 0.0 {
+        return Ok(());
+    }
+    if let Some(i) = (prompts..out.len()).find(|&i| out[i] != out[i % prompts]) {
+        anyhow::bail!(
+            "{} at C={c}: request {} (prompt {} again) decoded other tokens than its first run",
+            cfg.name,
+            i + 1,
+            i % prompts + 1
+        );
     }
     Ok(())
 }

@@ -401,9 +401,32 @@ fn bench_runs_side_by_side_and_names_bad_prompt_lines() {
         .collect();
     assert_eq!(requests, [2, 2, 2, 4, 4, 4]);
     assert!(
-        table.contains("repeated in order to hold each load (--requests-per-slot 2): C = 2: 4"),
+        table.contains(
+            "run again, in order, to hold each load (--requests-per-slot 2): C = 2: 4 (2 each)"
+        ),
         "{table}"
     );
+    assert_eq!(v["requests_per_slot"], 2);
+    // 0: each prompt once, the load short of its slots.
+    let o = bench(&[
+        "--configs",
+        "linear",
+        "--blocks",
+        "8",
+        "--concurrency",
+        "4",
+        "--max-new-tokens",
+        "8",
+        "--requests-per-slot",
+        "0",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("repeated"));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["results"][0]["requests"], 2);
 
     std::fs::write(&prompts, "{\"prompt\": \"ok\"}\n{not json}\n").unwrap();
     assert_clean_error(&bench(&[]), "p.jsonl:2");
