@@ -4,8 +4,8 @@
 # C = 1, the adaptive ablation across C, and the same sweep priced by this CPU
 # (measured tokens/s beside the modeled ones). Bench files and tables go to OUT_DIR.
 #
-#   scripts/recguide-tables.sh [OUT_DIR]   (default target/recguide-tables; about 28
-#                                           minutes on 2 cores, each sweep 9.5)
+#   scripts/recguide-tables.sh [OUT_DIR]   (default target/recguide-tables; about 27
+#                                           minutes on 2 cores, each sweep 9 to 10)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-target/recguide-tables}"

@@ -149,9 +149,9 @@ pub fn encode(
 pub const MAX_REQUESTS: usize = 1 << 20;
 
 /// The requests a load of `concurrency` runs: the prompt list as many whole times as
-/// it takes to give every slot `per_slot` requests (at least once), so the load is
-/// held until at least half of them have finished instead of draining from its first
-/// forward, and every prompt, so every family, weighs the same at every load. A repeat
+/// it takes to give every slot `per_slot` requests (at least once): from two per slot
+/// the load is held until at least half of them have finished instead of draining from
+/// its first forward, and every prompt, so every family, weighs the same at every load. A repeat
 /// is its prompt again: at temperature 0 it decodes the same tokens, and it counts
 /// again.
 pub fn requests_at(

@@ -423,7 +423,7 @@ fn bench_runs_side_by_side_and_names_bad_prompt_lines() {
         json.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(!String::from_utf8_lossy(&o.stdout).contains("repeated"));
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("run again"));
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(v["results"][0]["requests"], 2);

@@ -21,8 +21,8 @@ pub const CLOSE_MARGIN: f32 = 0.2;
 const SHRINK: f64 = 4.0;
 
 /// Prior hit rate of a kind, before any round: the order of what the bundled model's
-/// rows hit over the B200 sweep (P1 16–20%, P2 and later 0–10%, the continuation
-/// 60–85%; the paper's correction rows hit 21.6%).
+/// rows hit over the B200 sweep (P1 16–27%, P2 and later 0–12%, the continuation
+/// 69–91%; the paper's correction rows hit 21.6%).
 fn prior_rate(kind: BranchKind) -> f64 {
     match kind {
         BranchKind::Correction { rank: 1 } => 0.2,
