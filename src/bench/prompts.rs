@@ -149,11 +149,11 @@ pub fn encode(
 pub const MAX_REQUESTS: usize = 1 << 20;
 
 /// The requests a load of `concurrency` runs: the prompt list as many whole times as
-/// it takes to give every slot `per_slot` requests (at least once): from two per slot
-/// the load is held until at least half of them have finished instead of draining from
-/// its first forward, and every prompt, so every family, weighs the same at every load. A repeat
-/// is its prompt again: at temperature 0 it decodes the same tokens, and it counts
-/// again.
+/// it takes to give every slot `per_slot` requests (at least once). From two per slot
+/// the load is held until at least half of them have finished instead of draining
+/// from its first forward, and every prompt, so every family, weighs the same at every
+/// load. A repeat is its prompt again: at temperature 0 it decodes the same tokens,
+/// and it counts again.
 pub fn requests_at(
     prompts: &[BenchPrompt],
     concurrency: usize,
