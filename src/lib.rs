@@ -9,6 +9,7 @@ pub mod model;
 pub mod output;
 pub mod plot;
 pub mod rng;
+pub mod sim;
 pub mod trace;
 pub mod train;
 pub mod tui;

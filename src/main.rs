@@ -66,6 +66,9 @@ enum Command {
     Synthetic(cli::synthetic::SyntheticArgs),
     /// Check a device against the CPU: the fused kernel, top-1 agreement, every mode = AR.
     Check(cli::check::CheckArgs),
+    /// The simulated NLD-8B backbone (`--model sim:nld-8b`): its statistics beside the
+    /// published ones.
+    Sim(cli::sim::SimArgs),
 }
 
 /// Output to a closed pipe (`specscope trace summary FILE | head`) ends the process
@@ -109,6 +112,7 @@ fn main() -> ExitCode {
         Command::Plot(a) => ok(cli::plot::run(a)),
         Command::Synthetic(a) => ok(cli::synthetic::run(a)),
         Command::Check(a) => cli::check::run(a),
+        Command::Sim(a) => cli::sim::run(a),
     };
     // The fused kernel turned itself off (its first check on a device failed): say so
     // once, after the screen is gone, whatever the command printed.

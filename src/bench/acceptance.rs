@@ -8,8 +8,9 @@ use serde::Serialize;
 
 use super::prompts::BenchPrompt;
 use crate::engine::events::{count_in, round_records};
+use crate::engine::SharedBackbone;
 use crate::engine::{generate_ar, Blocks, DecodeOptions, Mode, Scheduler, Submit, VecSink};
-use crate::model::{Model, TextTokenizer};
+use crate::model::TextTokenizer;
 
 /// AR greedy answers.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -177,7 +178,7 @@ pub fn final_answer(text: &str) -> Option<String> {
 /// Runs AR and LinearSS at each block size on every prompt (one request at a time).
 #[allow(clippy::too_many_lines)] // one pass over the held-out set's rounds, every statistic folded in place
 pub fn evaluate(
-    model: &Model,
+    model: &SharedBackbone,
     tok: &TextTokenizer,
     prompts: &[BenchPrompt],
     blocks: &[usize],
@@ -196,7 +197,7 @@ pub fn evaluate(
     for (i, p) in prompts.iter().enumerate() {
         let total = prompts.len() * (1 + blocks.len());
         progress(i, total, "AR");
-        let g = generate_ar(model, &p.tokens, max_new_tokens, &eos, |_| Ok(()))?;
+        let g = generate_ar(model.as_ref(), &p.tokens, max_new_tokens, &eos, |_| Ok(()))?;
         total_len += g.tokens.len();
         let fam = len_by_family.entry(p.family.clone()).or_default();
         fam.0 += g.tokens.len();

@@ -171,6 +171,25 @@ pub fn requests_at(
     Ok(prompts.iter().cycle().take(n).cloned().collect())
 }
 
+/// `requests_at` with every repeat made a new request: pass k's prompts end with their
+/// first token k more times. For a simulated backbone, whose answer is keyed by its
+/// prompt, that is a fresh answer (it has as many as a load needs); never for a
+/// checkpoint, whose prompts would change meaning.
+pub fn fresh_requests_at(
+    prompts: &[BenchPrompt],
+    concurrency: usize,
+    per_slot: usize,
+) -> Result<Vec<BenchPrompt>> {
+    let mut out = requests_at(prompts, concurrency, per_slot)?;
+    for (i, p) in out.iter_mut().enumerate() {
+        let pass = i / prompts.len().max(1);
+        if let Some(&first) = p.tokens.first() {
+            p.tokens.extend(std::iter::repeat_n(first, pass));
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,8 +12,7 @@ use crate::engine::events::{add_hist, ratio, Tally};
 use crate::engine::options::{Blocks, DecodeOptions, Preset};
 use crate::engine::overlap::RowTable;
 use crate::engine::policy::SurvivalTables;
-use crate::engine::{Batching, Mode, NullSink, Scheduler, Submit};
-use crate::model::Model;
+use crate::engine::{Batching, Mode, NullSink, Scheduler, SharedBackbone, Submit};
 
 /// The configurations a sweep can run. The command line's names (`--configs`) and its
 /// help come from the variants (clap's kebab-case), the JSON's from serde's, the same.
@@ -262,7 +261,7 @@ pub struct BenchResult {
 
 /// Runs every prompt with `concurrency` requests in flight; returns results and outputs.
 pub fn run_config(
-    model: &Model,
+    model: &SharedBackbone,
     prompts: &[BenchPrompt],
     cfg: &BenchConfig,
     concurrency: usize,

@@ -108,6 +108,7 @@ fn agreement(
 pub fn run(args: CheckArgs) -> Result<ExitCode> {
     let records = args.prompts.records()?;
     let loaded = args.model.load()?;
+    let (checkpoint, _) = loaded.checkpoint("check")?;
     let prompts = args.prompts.encode(&records, &loaded)?;
     let cpu_args = ModelArgs {
         device: model::DeviceChoice::Cpu,
@@ -118,7 +119,7 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
     let on = format!(
         "{} in {:?} on {}",
         loaded.files.label,
-        loaded.model.dtype(),
+        checkpoint.dtype(),
         loaded.device_name()
     );
     outln!(
@@ -156,7 +157,8 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
     let ar = configs(&[Config::Ar], &[32], &[RowTable::default()], &[], &base)?;
     let (_, answers) =
         run_config(&cpu.model, &prompts, &ar[0], 1, &none, &pricing).context("CPU AR answers")?;
-    let (same, total, first) = agreement(&loaded.model, &cpu.model, &prompts, &answers)?;
+    let (same, total, first) =
+        agreement(checkpoint, cpu.checkpoint("check")?.0, &prompts, &answers)?;
     let share = same as f64 / total.max(1) as f64;
     outcomes.push(Outcome {
         name: "agreement",
@@ -214,7 +216,7 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
         let out = serde_json::json!({
             "model": loaded.files.label,
             "device": loaded.device_name(),
-            "dtype": format!("{:?}", loaded.model.dtype()),
+            "dtype": format!("{:?}", checkpoint.dtype()),
             "prompts": prompts.len(),
             "passed": passed,
             "checks": outcomes,

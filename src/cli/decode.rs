@@ -102,9 +102,10 @@ pub struct DecodeArgs {
 pub struct CostArgs {
     /// Prices the block size and the branch rows decide from: `b200-nld8b`,
     /// `h200-nld8b` or `h100-nld8b` (NLD-8B on that GPU, a roofline model with fixed prices: decide as
-    /// that GPU would), `cpu` (this CPU's built-in measured profile, refitted from the
-    /// run's forwards), or a `specscope profile --json` file [default: the saved
-    /// profile, else `b200-nld8b`].
+    /// that GPU would), `b200-nld8b-measured` (NLD-8B on a B200 priced by the paper's
+    /// measured sweep, the roofline beyond it; fixed prices), `cpu` (this CPU's built-in
+    /// measured profile, refitted from the run's forwards), or a `specscope profile
+    /// --json` file [default: the saved profile, else `b200-nld8b`].
     #[arg(long)]
     pub cost_profile: Option<String>,
 }

@@ -47,7 +47,7 @@ pub fn run(args: InspectArgs) -> Result<()> {
     ensure!(args.block > 0, "--block must be at least 1");
     ensure!(args.top_k > 0, "--top-k must be at least 1");
     let loaded = args.model.load_with(true)?;
-    let (model, tok) = (&loaded.model, &loaded.tokenizer);
+    let ((model, report), tok) = (loaded.checkpoint("inspect")?, &loaded.tokenizer);
     let cfg = model.config();
     let prompt = args.prompt.encode(tok)?;
     ensure!(
@@ -88,10 +88,10 @@ pub fn run(args: InspectArgs) -> Result<()> {
             "rope": cfg.rope(), "mask_token_id": mask, "eos_token_id": cfg.eos_token_ids(),
         },
         "weights": {
-            "tensors": loaded.report.tensors,
-            "file_dtypes": loaded.report.file_dtypes,
-            "unexpected": loaded.report.unexpected,
-            "lora": loaded.report.lora,
+            "tensors": report.tensors,
+            "file_dtypes": report.file_dtypes,
+            "unexpected": report.unexpected,
+            "lora": report.lora,
         },
         "prompt_tokens": prompt,
         "causal": {

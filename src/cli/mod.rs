@@ -30,6 +30,7 @@ pub mod plot;
 pub mod profile;
 pub mod progress;
 pub mod run;
+pub mod sim;
 pub mod survival;
 pub mod synthetic;
 pub mod trace;
@@ -53,16 +54,20 @@ use candle_core::Device;
 use clap::Args;
 
 use specscope::engine::cost::Pricing;
-use specscope::engine::Scheduler;
+use specscope::engine::{Scheduler, SharedBackbone};
+
 use specscope::model::{
     self, ChatMessage, LoadOptions, LoadReport, Model, ModelFiles, ModelSource, TextTokenizer,
 };
 use specscope::trace::{fnv1a_hex, TraceHeader};
+use std::sync::Arc;
 
 /// Where the model comes from and where it runs (shared by every subcommand).
 #[derive(Debug, Clone, Args)]
 pub struct ModelArgs {
-    /// A hub id (owner/name), a local model directory, or nothing for the bundled model.
+    /// A hub id (owner/name), a local model directory, `sim:nld-8b` (a simulated
+    /// backbone that accepts like NLD-8B: no weights, stand-in text), or nothing for
+    /// the bundled model.
     #[arg(long, env = "SPECSCOPE_MODEL")]
     pub model: Option<String>,
     /// Hub revision (branch, tag or commit) when --model is a hub id.
@@ -79,12 +84,17 @@ pub struct ModelArgs {
     pub dtype: model::DtypeChoice,
 }
 
-/// A loaded checkpoint with everything the subcommands print about it.
+/// A loaded checkpoint (or a simulated backbone) with everything the subcommands print
+/// about it.
 pub struct Loaded {
+    /// The checkpoint's files; a simulated backbone's are the bundled model's (its
+    /// tokenizer and chat template), under the simulator's label.
     pub files: ModelFiles,
-    pub model: Model,
+    /// What decodes.
+    pub model: SharedBackbone,
+    /// The checkpoint and its load report; `None` for a simulated backbone.
+    pub checkpoint: Option<(Model, LoadReport)>,
     pub tokenizer: TextTokenizer,
-    pub report: LoadReport,
     pub device: Device,
 }
 
@@ -96,6 +106,13 @@ impl ModelArgs {
     /// `allow_unexpected`: tensors the architecture does not use are listed, not an
     /// error (`inspect`).
     pub fn load_with(&self, allow_unexpected: bool) -> Result<Loaded> {
+        if let Some(name) = self
+            .model
+            .as_deref()
+            .and_then(|m| m.strip_prefix(specscope::sim::PREFIX))
+        {
+            return self.load_sim(name);
+        }
         let source = ModelSource::parse(self.model.as_deref(), self.revision.as_deref())?;
         let files = source.resolve()?;
         for n in &files.notes {
@@ -118,18 +135,65 @@ impl ModelArgs {
         }
         Ok(Loaded {
             files,
-            model,
+            model: Arc::new(model.clone()),
+            checkpoint: Some((model, report)),
             tokenizer,
-            report,
             device,
+        })
+    }
+
+    /// A simulated backbone: the bundled model's tokenizer and chat template, no weights.
+    fn load_sim(&self, name: &str) -> Result<Loaded> {
+        let mut files = ModelSource::Bundled
+            .resolve()
+            .context("the simulator reads the bundled model's tokenizer")?;
+        files.label = format!("{}{name}", specscope::sim::PREFIX);
+        let cfg = model::load_config(&files)?;
+        let tokenizer = model::load_tokenizer(&files, &cfg)?;
+        let backbone = specscope::sim::SimBackbone::new(name, cfg, tokenizer.clone())?;
+        Ok(Loaded {
+            files,
+            model: Arc::new(backbone),
+            checkpoint: None,
+            tokenizer,
+            device: Device::Cpu,
         })
     }
 }
 
 impl Loaded {
-    /// `cpu` or `cuda`, as the status line and recordings say it.
+    /// The checkpoint, for a command that reads weights (`what` names it in the error).
+    pub fn checkpoint(&self, what: &str) -> Result<(&Model, &LoadReport)> {
+        self.checkpoint
+            .as_ref()
+            .map(|(m, r)| (m, r))
+            .with_context(|| {
+                format!(
+                    "{what} needs a checkpoint: {} is a simulated backbone with no weights",
+                    self.files.label
+                )
+            })
+    }
+
+    /// A simulated backbone (its figures are simulated, never measured).
+    pub fn simulated(&self) -> bool {
+        self.checkpoint.is_none()
+    }
+
+    /// Where the acceptance figures come from, as outputs label them.
+    pub fn acceptance(&self) -> &'static str {
+        if self.simulated() {
+            specscope::sim::LABEL
+        } else {
+            "measured on this model"
+        }
+    }
+
+    /// `cpu` or `cuda`, as the status line and recordings say it; `sim` for the simulator.
     pub fn device_name(&self) -> &'static str {
-        if self.device.is_cuda() {
+        if self.simulated() {
+            "sim"
+        } else if self.device.is_cuda() {
             "cuda"
         } else {
             "cpu"
@@ -139,7 +203,18 @@ impl Loaded {
     /// A scheduler for this model, pricing its decisions as `--cost-profile` says.
     pub fn scheduler(&self, pricing: &Pricing) -> Scheduler {
         Scheduler::new(self.model.clone(), Some(self.tokenizer.clone()))
+            .with_tables(self.survival_tables())
             .with_pricing(pricing.clone())
+    }
+
+    /// The adaptive rule's tables: the simulator's own for a simulated backbone, else
+    /// the built-in ones (fitted on the bundled model).
+    pub fn survival_tables(&self) -> specscope::engine::policy::SurvivalTables {
+        if self.simulated() {
+            specscope::sim::survival_tables()
+        } else {
+            specscope::engine::policy::SurvivalTables::builtin()
+        }
     }
 
     /// A recording header naming this model, the options requests start with and the

@@ -40,9 +40,11 @@ pub struct ProfileArgs {
     #[arg(long)]
     pub save: bool,
     /// Beside each point, the roofline model's ms for this model's geometry on this GPU
-    /// (b200, h200 or h100) and measured ÷ modeled: how far the shipped GPU profiles
-    /// are from a real one.
-    #[arg(long, value_parser = ["b200", "h200", "h100"])]
+    /// (b200, h200 or h100; `--roofline` alone: b200) and measured ÷ modeled: how far
+    /// the shipped GPU profiles are from a real one. With b200, the paper's measured
+    /// B200 sweep too, against what the b200-nld8b-measured and b200-nld8b profiles
+    /// price it at.
+    #[arg(long, value_parser = ["b200", "h200", "h100"], num_args = 0..=1, default_missing_value = "b200")]
     pub roofline: Option<String>,
 }
 
@@ -91,7 +93,8 @@ pub fn run(args: ProfileArgs) -> Result<()> {
         )
     } else {
         let loaded = args.model.load()?;
-        (loaded.model, loaded.files.label)
+        let (model, _) = loaded.checkpoint("profile")?;
+        (model.clone(), loaded.files.label)
     };
     let cfg = model.config();
     let params = cfg.vocab_size * cfg.hidden_size * 2
@@ -262,6 +265,53 @@ pub fn run(args: ProfileArgs) -> Result<()> {
         fitted.per_row_ctx_ms,
         fitted.per_token_ms,
         fitted.per_token_ctx_ms
+    );
+    if args.roofline.as_deref() == Some("b200") {
+        paper_sweep_table()?;
+    }
+    Ok(())
+}
+
+/// The paper's B200 sweep beside what the two B200 profiles price each of its rounds
+/// at (draft + verify of a full bucket): the measured profile as the policy sees it
+/// at that load (its tangent model), the roofline profile as fitted.
+fn paper_sweep_table() -> Result<()> {
+    let measured = cost::Pricing::select(Some(cost::measured::B200_NLD8B))?.cost;
+    let roofline = cost::Pricing::select(Some("b200-nld8b"))?.cost;
+    let ctx = cost::roofline::PAPER_CONTEXT;
+    outln!(
+        "the paper's B200 sweep (NLD-8B, draft + verify ms of a full bucket, context {ctx}) against the B200 profiles:"
+    );
+    outln!(
+        "{:>4} {:>3} {:>9} {:>12} {:>7} {:>12} {:>7}",
+        "C",
+        "B",
+        "paper ms",
+        "measured ms",
+        "÷paper",
+        "roofline ms",
+        "÷paper"
+    );
+    let (mut m_range, mut r_range) = ((f64::MAX, 0f64), (f64::MAX, 0f64));
+    let widen = |(lo, hi): (f64, f64), r: f64| (lo.min(r), hi.max(r));
+    for &(c, ms) in cost::roofline::PAPER_B200_8B {
+        let at = measured.at_load(c);
+        for (b, paper) in [8, 16, 32].into_iter().zip(ms) {
+            let (m, r) = (at.round_ms(c, b, ctx), roofline.round_ms(c, b, ctx));
+            (m_range, r_range) = (widen(m_range, m / paper), widen(r_range, r / paper));
+            outln!(
+                "{c:>4} {b:>3} {paper:>9.2} {m:>12.2} {:>7.2} {r:>12.2} {:>7.2}",
+                m / paper,
+                r / paper
+            );
+        }
+    }
+    outln!(
+        "÷paper over the 24 points: measured profile {:.2}–{:.2}, roofline profile {:.2}–{:.2}",
+        m_range.0,
+        m_range.1,
+        r_range.0,
+        r_range.1
     );
     Ok(())
 }

@@ -87,6 +87,13 @@ pub fn run(args: RunArgs) -> Result<()> {
     let reads = specscope::engine::signals::HostReads::since(reads);
     if !args.json {
         outln!();
+        if loaded.simulated() {
+            eprintln!(
+                "specscope: {}: the text is a stand-in; every figure below is {}",
+                loaded.files.label,
+                specscope::sim::LABEL
+            );
+        }
         let branches = if overlap {
             format!(", branch hits {:.0}%", 100.0 * t.hit_rate())
         } else {
@@ -128,6 +135,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         |x: usize| specscope::engine::events::ratio(x as f64, t.decode_forwards() as f64);
     let out = json!({
         "model": loaded.files.label,
+        "acceptance": loaded.acceptance(),
         "commit": loaded.files.commit,
         "options": options_json,
         "label": label,

@@ -55,7 +55,7 @@ pub fn run(a: SurvivalArgs) -> Result<()> {
     for (i, p) in prompts.iter().enumerate() {
         progress.set(i as u64, &format!("{} rounds", samples.len()));
         samples.extend(survival::collect(
-            &loaded.model,
+            loaded.model.as_ref(),
             &p.tokens,
             a.max_new_tokens,
             i as u64,

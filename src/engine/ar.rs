@@ -6,7 +6,8 @@ use anyhow::{ensure, Result};
 use serde::Serialize;
 
 use super::events::StopReason;
-use crate::model::{AttnRule, LogitSel, Model, Row, RowBatch};
+use super::Backbone;
+use crate::model::{AttnRule, LogitSel, Row, RowBatch};
 
 /// Tokens and timings of one generation.
 #[derive(Debug, Clone, Serialize)]
@@ -44,7 +45,7 @@ impl Generation {
 
 /// Greedy AR decoding of `prompt`; `on_token` sees each token as it is chosen.
 pub fn generate_ar(
-    model: &Model,
+    model: &dyn Backbone,
     prompt: &[u32],
     max_new_tokens: usize,
     eos: &[u32],
@@ -59,7 +60,7 @@ pub fn generate_ar(
         .commit()
         .logits(LogitSel::Last);
     let logits = model.forward(&RowBatch::single(row), &mut [&mut cache])?;
-    let mut next = model.argmax_no_mask(&logits[0].get(0)?)?;
+    let mut next = crate::model::backbone::argmax_no_mask(model.config(), &logits[0].get(0)?)?;
     let prefill_secs = start.elapsed().as_secs_f64();
     let start = Instant::now();
     let mut tokens = Vec::new();
@@ -81,7 +82,7 @@ pub fn generate_ar(
             .logits(LogitSel::Last);
         let logits = model.forward(&RowBatch::single(row), &mut [&mut cache])?;
         forwards += 1;
-        next = model.argmax_no_mask(&logits[0].get(0)?)?;
+        next = crate::model::backbone::argmax_no_mask(model.config(), &logits[0].get(0)?)?;
     };
     Ok(Generation {
         tokens,

@@ -22,7 +22,7 @@ pub mod survival;
 pub mod worker;
 
 pub use ar::{generate_ar, Generation};
-pub use backbone::Backbone;
+pub use backbone::{Backbone, SharedBackbone};
 pub use events::{
     DecodeEvent, EventSink, Mode, NullSink, RequestStats, StopReason, Tally, VecSink,
 };

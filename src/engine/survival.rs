@@ -9,7 +9,8 @@ use anyhow::{ensure, Result};
 use super::policy::{verify_entropy, History, RoundOutcome, SurvivalSample};
 use super::round;
 use super::signals;
-use crate::model::{AttnRule, LogitSel, Model, Row, RowBatch};
+use super::Backbone;
+use crate::model::{AttnRule, LogitSel, Row, RowBatch};
 use crate::rng::Rng;
 
 /// Collects samples from greedy decoding of `prompt` (at most `max_new_tokens`) at
@@ -17,7 +18,7 @@ use crate::rng::Rng;
 /// rounds AR steps (no table: one token exactly), so that the rounds after them, whose
 /// signal comes from one verifier position, get their own stratum `b1_full`.
 pub fn collect(
-    model: &Model,
+    model: &dyn Backbone,
     prompt: &[u32],
     max_new_tokens: usize,
     seed: u64,

@@ -563,8 +563,15 @@ impl Model {
 
     /// Greedy argmax of one logits row, never choosing the mask token.
     pub fn argmax_no_mask(&self, logits: &Tensor) -> Result<u32> {
+        argmax_no_mask(&self.cfg, logits)
+    }
+}
+
+/// The highest logit other than the mask token's, of one position's logits.
+pub fn argmax_no_mask(cfg: &Config, logits: &Tensor) -> Result<u32> {
+    {
         let v: Vec<f32> = logits.to_dtype(DType::F32)?.to_vec1()?;
-        let mask = self.cfg.mask_token_id() as usize;
+        let mask = cfg.mask_token_id() as usize;
         let mut best = (0usize, f32::NEG_INFINITY);
         for (i, &x) in v.iter().enumerate() {
             if i != mask && x > best.1 {

@@ -21,6 +21,11 @@ pub struct KvCache {
     layers: Vec<Option<LayerBuf>>,
     len: usize,
     capacity: usize,
+    /// Committed token ids, kept only by a backbone that reads them back (the
+    /// simulator keys its answer on them); the real model leaves this empty.
+    tokens: Vec<u32>,
+    /// Length of the first commit (the prompt's prefill), where `commit_tokens` made it.
+    first_commit: usize,
 }
 
 impl KvCache {
@@ -30,6 +35,8 @@ impl KvCache {
             layers: vec![None; num_layers],
             len: 0,
             capacity: 0,
+            tokens: Vec::new(),
+            first_commit: 0,
         }
     }
 
@@ -50,12 +57,34 @@ impl KvCache {
             self.len
         );
         self.len = new_len;
+        self.tokens.truncate(new_len);
         Ok(())
     }
 
     /// Forgets everything (the buffers are kept for reuse).
     pub fn clear(&mut self) {
         self.len = 0;
+        self.tokens.clear();
+    }
+
+    /// The committed token ids, where the backbone keeps them (`commit_tokens`).
+    pub fn tokens(&self) -> &[u32] {
+        &self.tokens
+    }
+
+    /// How many tokens the first `commit_tokens` committed (the prompt).
+    pub fn first_commit(&self) -> usize {
+        self.first_commit
+    }
+
+    /// Commits `tokens` by id alone (a backbone without keys and values: the simulator).
+    pub fn commit_tokens(&mut self, tokens: &[u32]) {
+        if self.len == 0 {
+            self.first_commit = tokens.len();
+        }
+        self.tokens.truncate(self.len);
+        self.tokens.extend_from_slice(tokens);
+        self.len += tokens.len();
     }
 
     /// Committed keys and values of one layer, copied: `(kv_heads, len, head_dim)` each.

@@ -52,6 +52,7 @@ fn gpu_like() -> CostModel {
         per_draft_token_ms: 0.0,
         per_round_ms: 0.0,
         source: "test: GPU-like".into(),
+        sweep: None,
     }
 }
 
@@ -67,6 +68,7 @@ fn cpu_like() -> CostModel {
         per_draft_token_ms: 0.05,
         per_round_ms: 0.0,
         source: "test: CPU-like".into(),
+        sweep: None,
     }
 }
 

@@ -15,6 +15,7 @@ mod e2e_tmux;
 mod engine;
 mod lossless;
 mod plot;
+mod sim;
 mod tokenizer;
 mod trace;
 mod train;

@@ -3,11 +3,14 @@
 //! online from the run's own forwards (`online`); the block policy and the cost-aware
 //! overlap ask it what a forward, a row and a round cost.
 
+pub mod measured;
 mod online;
 pub mod roofline;
 
+pub use measured::MeasuredSweep;
 pub use online::OnlineCost;
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 use anyhow::{ensure, Context, Result};
@@ -59,6 +62,10 @@ pub struct CostModel {
     pub per_round_ms: f64,
     /// Where the numbers come from (a file, or "built-in").
     pub source: String,
+    /// A measured sweep the prices come from (`b200-nld8b-measured`): the linear prices
+    /// above are then its fit over every load, and `at_load` its fit at one load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<MeasuredSweep>,
 }
 
 impl CostModel {
@@ -147,6 +154,7 @@ impl CostModel {
             per_draft_token_ms: 0.0,
             per_round_ms: 0.0,
             source: source.to_string(),
+            sweep: None,
         };
         Ok((m, notes))
     }
@@ -162,6 +170,7 @@ impl CostModel {
             per_draft_token_ms: 0.0,
             per_round_ms: 0.0,
             source: source.to_string(),
+            sweep: None,
         }
     }
 
@@ -182,6 +191,7 @@ impl CostModel {
             per_draft_token_ms: 0.0,
             per_round_ms: 0.0,
             source: "built-in fallback".to_string(),
+            sweep: None,
         })
     }
 
@@ -207,6 +217,25 @@ impl CostModel {
                 ),
             },
             _ => (Self::builtin(), None),
+        }
+    }
+
+    /// The linear prices at a load of `c` rows per forward (requests in flight): this
+    /// model, or for a measured sweep its tangent model there, whose fixed and per-row
+    /// prices are what one more row costs at that load. The work per round and the
+    /// draft surcharge are this model's.
+    pub fn at_load(&self, c: usize) -> Cow<'_, CostModel> {
+        let Some(sweep) = &self.sweep else {
+            return Cow::Borrowed(self);
+        };
+        match sweep.tangent(c) {
+            Ok(m) => Cow::Owned(CostModel {
+                per_draft_token_ms: self.per_draft_token_ms,
+                per_round_ms: self.per_round_ms,
+                ..m
+            }),
+            // The sweep was checked when it was read: the fit over every load stands in.
+            Err(_) => Cow::Borrowed(self),
         }
     }
 
@@ -283,10 +312,12 @@ impl CostModel {
         ]
     }
 
-    /// Predicted ms of a forward of this shape.
+    /// Predicted ms of a forward of this shape (a measured sweep's priced by its tangent
+    /// model at the forward's rows).
     pub fn predict(&self, shape: &ForwardShape) -> f64 {
         let x = shape.features();
-        self.coefficients().iter().zip(&x).map(|(w, x)| w * x).sum()
+        let m = self.at_load(shape.rows);
+        m.coefficients().iter().zip(&x).map(|(w, x)| w * x).sum()
     }
 }
 
@@ -344,13 +375,18 @@ pub const DEFAULT_PROFILE: &str = "b200-nld8b";
 pub const NAMED_PROFILES: &[(&str, &str)] = &[
     ("cpu", "the development CPU's measured profile (built in)"),
     ("b200-nld8b", "NLD-8B on a B200, roofline model"),
+    (
+        measured::B200_NLD8B,
+        "NLD-8B on a B200, the paper's measured sweep (roofline beyond it)",
+    ),
     ("h200-nld8b", "NLD-8B on an H200, roofline model"),
     ("h100-nld8b", "NLD-8B on an H100 SXM, roofline model"),
 ];
 
 impl Pricing {
     /// `--cost-profile`: nothing (the saved profile, else [`DEFAULT_PROFILE`]), `cpu`,
-    /// a GPU roofline profile by name, or a `specscope profile --json` file. A GPU
+    /// a GPU roofline profile by name, the paper's measured B200 sweep
+    /// (`b200-nld8b-measured`), or a `specscope profile --json` file. A GPU
     /// profile keeps its prices fixed: this machine's forwards would otherwise teach
     /// the policy this machine's prices, and the point is to decide as that GPU would.
     pub fn select(spec: Option<&str>) -> Result<Self> {
@@ -385,6 +421,11 @@ impl Pricing {
                     format!("{gpu} · NLD-8B (modeled)"),
                 )
             }
+            Some(measured::B200_NLD8B) => (
+                measured::b200_nld8b()?,
+                false,
+                "B200 · NLD-8B (measured sweep)".to_string(),
+            ),
             Some(path) => {
                 let p = Path::new(path);
                 if !p.exists() {

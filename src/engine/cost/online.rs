@@ -135,6 +135,8 @@ impl OnlineCost {
             per_row_ctx_ms: self.prior.per_row_ctx_ms,
             per_round_ms: self.current.per_round_ms,
             source: format!("{} + {} forwards", self.prior.source, self.observed),
+            // Learned prices are this run's, linear at every load.
+            sweep: None,
         })
     }
 }
@@ -153,6 +155,7 @@ mod tests {
             per_draft_token_ms: 0.0,
             per_round_ms: 0.0,
             source: "test".into(),
+            sweep: None,
         }
     }
 
@@ -178,6 +181,7 @@ mod tests {
             per_draft_token_ms: 0.1,
             per_round_ms: 0.0,
             source: "truth".into(),
+            sweep: None,
         };
         let mut c = OnlineCost::new(prior());
         // A run's forwards: AR steps of 16 requests, drafts and verifies of 4 and of 1.

@@ -13,7 +13,7 @@
 //! launch floor is the one number set from the paper's table (its C = 1, B = 8
 //! point). `tests` compares the model with the paper's 24 B200 points.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{Profile, ProfilePoint};
 use crate::model::Config;
@@ -66,7 +66,7 @@ pub fn gpu(name: &str) -> Option<Gpu> {
 }
 
 /// What a forward reads and computes, from the model's shapes.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
 pub struct Geometry {
     /// Parameters of every matmul (projections and the head; not the embedding, which
     /// a forward only gathers from).

@@ -33,6 +33,7 @@ mod regime;
 mod rows;
 mod tables;
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 pub use joint::RoundOption;
@@ -260,6 +261,12 @@ impl BlockPolicy {
         self.cost.model()
     }
 
+    /// Its linear prices at a load of `concurrency` requests: a measured sweep's tangent
+    /// model there (a row's price depends on the load), any other profile as it is.
+    fn cost_at(&self, concurrency: usize) -> Cow<'_, CostModel> {
+        self.cost.model().at_load(concurrency)
+    }
+
     /// The branch-row hit rates learned so far.
     pub fn hits(&self) -> &HitRates {
         &self.hits
@@ -277,7 +284,8 @@ impl BlockPolicy {
     ) -> (Vec<bool>, super::events::RowsPriced) {
         let kinds: Vec<_> = rows.iter().map(|(_, k)| k.kind).collect();
         self.hits.record_planned(load.block, &kinds);
-        price_rows(rows, &self.hits, self.cost.model(), load, priced)
+        let cost = self.cost_at(load.concurrency);
+        price_rows(rows, &self.hits, &cost, load, priced)
     }
 
     /// A judged round's branch rows and the one that hit.
@@ -302,7 +310,8 @@ impl BlockPolicy {
             block: b,
             rides: self.rides,
         };
-        expected_rows_ms(&self.hits, self.cost.model(), load, m.options.cost_gated())
+        let cost = self.cost_at(concurrency);
+        expected_rows_ms(&self.hits, &cost, load, m.options.cost_gated())
     }
 
     /// A forward's measured time (with its signals), for the cost model.
@@ -354,7 +363,12 @@ impl BlockPolicy {
             }
         }
         // What an AR step makes here, on this machine's costs (not a GPU profile's).
-        let here = self.machine.as_ref().unwrap_or(&self.cost).model();
+        let here = self
+            .machine
+            .as_ref()
+            .unwrap_or(&self.cost)
+            .model()
+            .at_load(concurrency);
         out.into_iter()
             .zip(members)
             .map(|(d, m)| {
@@ -379,7 +393,7 @@ impl BlockPolicy {
     /// continuation keeps its size; a stepping request lengthens a closed batch):
     /// docs/decisions.md, "Short blocks only where forwards are compute-bound".
     fn offered(&self, set: &[usize], concurrency: usize, ctx: usize) -> Vec<usize> {
-        let cost = self.cost.model();
+        let cost = self.cost_at(concurrency);
         set.iter()
             .copied()
             .filter(|&b| b >= REFERENCE_BLOCKS[0] || cost.compute_bound(concurrency, b, ctx))
@@ -406,7 +420,7 @@ impl BlockPolicy {
     }
 
     fn option(&self, m: &Member, b: usize, drafts: bool, concurrency: usize) -> RoundOption {
-        let cost = self.cost.model();
+        let cost = self.cost_at(concurrency);
         RoundOption {
             rows_ms: self.rows_ms(m, b, concurrency),
             block: b,
@@ -468,7 +482,7 @@ impl BlockPolicy {
         ratio_rule(
             m.history,
             &self.tables,
-            self.cost.model(),
+            &self.cost_at(concurrency),
             if offered.is_empty() { blocks } else { &offered },
             concurrency,
             m.ctx,
@@ -505,7 +519,7 @@ impl BlockPolicy {
                 )]);
             }
         }
-        let cost = self.cost.model().clone();
+        let cost = self.cost_at(concurrency).into_owned();
         let ride = self.rides;
         let mut choice = joint::choose(&options, &cost, ride);
         let round = self.rounds;

@@ -274,6 +274,7 @@ fn ratio_rule_weighs_value_against_cost() {
         per_draft_token_ms: 0.0,
         per_round_ms: 0.0,
         source: "test".into(),
+        sweep: None,
     };
     let mut h = History::default();
     // Cold start: with flat costs, the reference's mapping (32 up to C = 4, 16 up to
@@ -350,6 +351,7 @@ fn small_blocks_and_ar_steps_win_only_where_tokens_are_expensive() {
         per_draft_token_ms: 0.0,
         per_round_ms: 0.0,
         source: "test".into(),
+        sweep: None,
     };
     assert_eq!(ratio_rule(&h, &t, &flat, &all, 1, 0, &Learned::NONE).0, 32);
     // Per-token costs: at C = 1 the fixed cost still pays for a small draft.
@@ -363,6 +365,7 @@ fn small_blocks_and_ar_steps_win_only_where_tokens_are_expensive() {
         per_draft_token_ms: 0.0,
         per_round_ms: 0.0,
         source: "test".into(),
+        sweep: None,
     };
     let (b, why) = ratio_rule(&h, &t, &cpu, &all, 1, 0, &Learned::NONE);
     assert_eq!(b, 4, "{why:?}");
@@ -641,4 +644,32 @@ fn an_unmeasured_size_is_discounted_until_rounds_measure_it() {
     }
     let d = 1.0 - value(&p, 32) / raw(&p, 32);
     assert!((d - UNMEASURED_DISCOUNT * 0.9).abs() < 1e-9, "{d}");
+}
+
+/// Under the measured B200 sweep each decision is priced at its load: the ratio rule's
+/// T_C(B) is the tangent model's at C (the sweep's, within its 10%), and a packed
+/// round of C requests decides on it.
+#[test]
+fn a_measured_profile_prices_each_load_by_its_tangent() {
+    use crate::engine::cost::{measured, roofline};
+    let cost = measured::b200_nld8b().unwrap();
+    let mut p = BlockPolicy::new(SurvivalTables::marginal_reference(), cost.clone());
+    p.set_cost_learning(false);
+    let o = DecodeOptions::default();
+    let h = history(0.5, 16, 8);
+    let m = Member {
+        ctx: roofline::PAPER_CONTEXT,
+        ..member(&o, &h)
+    };
+    for &(c, paper) in roofline::PAPER_B200_8B {
+        let (_, why) = p.ratio_rule(&m, &REFERENCE_BLOCKS, c);
+        let tangent = cost.at_load(c);
+        for (cand, want) in why.candidates.iter().zip(paper) {
+            let ms = tangent.round_ms(c, cand.block, m.ctx);
+            assert_eq!(cand.cost_ms, ms, "C = {c}, B = {}", cand.block);
+            assert!((ms / want - 1.0).abs() < 0.1, "C = {c}: {ms} vs {want}");
+        }
+        let round: Vec<Member> = (0..c).map(|_| m.clone()).collect();
+        assert_eq!(p.decide(&round, Batching::Packed).len(), c);
+    }
 }

@@ -65,6 +65,9 @@ const APP: &str = " specscope";
 
 /// The model as people call it.
 pub fn model_name(model: &str) -> String {
+    if let Some(name) = model.strip_prefix(crate::sim::PREFIX) {
+        return format!("{} ({}{name})", crate::sim::LABEL, crate::sim::PREFIX);
+    }
     match model.strip_prefix("bundled:") {
         Some(name) => format!("bundled drill model ({name})"),
         None => model.to_string(),
@@ -73,6 +76,9 @@ pub fn model_name(model: &str) -> String {
 
 /// The model's name alone: `tiny-nld`, `Nemotron-Labs-Diffusion-8B` for a hub id.
 fn short_model_name(model: &str) -> String {
+    if model.starts_with(crate::sim::PREFIX) {
+        return "simulated NLD-8B".to_string();
+    }
     let name = model.strip_prefix("bundled:").unwrap_or(model);
     name.trim_end_matches('/')
         .rsplit('/')

@@ -594,6 +594,10 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme, keys: &Keymap) {
         // The status line says paused too.
         title = title.part(["⏸ paused ", "⏸ "], t.warning);
     }
+    if s.session.model.starts_with(crate::sim::PREFIX) {
+        // A simulated backbone's rounds are never a model's: the title says so.
+        title = title.part(["simulated NLD-8B acceptance ", "simulated ", ""], t.dim);
+    }
     let title = title.title(area.width);
     let h = usize::from(inner.height);
     let (mut lines, verdict, optional) = sections(r, s, t, width);
