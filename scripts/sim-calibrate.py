@@ -20,8 +20,9 @@ def sig(x):
     return 1 / (1 + np.exp(-x))
 
 
-def shadow(p, nreq=200, rounds=50, seed=1, canon=16):
-    """Same-state shadow of the latent model: A_L per round, EWMA history vs A32."""
+def shadow(p, nreq=120, seed=1, canon=16):
+    """Same-state shadow of the latent model over whole answers (256-1535 tokens, as the
+    simulator draws them): A_L per round, EWMA history vs A32."""
     mu, sr, sz, rho, sw, e, ka = p
     rng = np.random.default_rng(seed)
     A = {L: [] for L in (4, 8, 16, 32)}
@@ -29,14 +30,15 @@ def shadow(p, nreq=200, rounds=50, seed=1, canon=16):
     d = np.arange(1, 64)
     for _ in range(nreq):
         u = rng.normal() * sr
-        n = rounds * 34
+        length = int(rng.integers(256, 1536))
+        n = length + 64
         z = np.zeros(n)
         z[0] = rng.normal()
         eps = rng.normal(size=n)
         for o in range(1, n):
             z[o] = rho * z[o - 1] + np.sqrt(1 - rho * rho) * eps[o]
         o, ewma = 0, None
-        for _ in range(rounds):
+        while o < length:
             lq = mu + u + sz * z[o] + sw * rng.normal()
             ls = np.cumsum(np.log(sig(lq - ka * np.log(d))))
             m = int(np.sum(ls >= np.log(rng.random())))
@@ -78,7 +80,7 @@ def main():
     args = ap.parse_args()
     rng = np.random.default_rng(5)
     # mu, request_sd, field_sd, field_rho, round_sd, last_position_miss, distance_slope
-    best = np.array([3.24, 0.27, 1.26, 0.9995, 0.44, 0.049, 0.20])
+    best = np.array([3.67, 0.48, 1.68, 0.9992, 0.54, 0.058, 0.30])
     scale = np.array([0.3, 0.15, 0.25, 0.0002, 0.15, 0.008, 0.25])
     bl, _ = loss(best)
     for it in range(args.iterations):

@@ -49,20 +49,10 @@ pub fn collect(
     let mut samples = Vec::new();
     while produced < max_new_tokens && !eos.contains(&seed_tok) && cache.len() + widest < max_pos {
         // Drafts for every B in one forward.
-        let drafts: Vec<Row> = blocks
-            .iter()
-            .map(|&b| {
-                let mut t = vec![seed_tok];
-                t.extend(std::iter::repeat_n(mask, b - 1));
-                Row::new(0, t, AttnRule::Bidirectional)
-                    .lora_from(0)
-                    .logits(LogitSel::Range {
-                        start: 1,
-                        len: b - 1,
-                    })
-            })
-            .collect();
-        let dl = model.forward(&RowBatch::new(drafts), &mut [&mut cache])?;
+        let dl = model.forward(
+            &RowBatch::new(shadow_drafts(seed_tok, mask, &blocks)),
+            &mut [&mut cache],
+        )?;
         let drafted: Vec<Vec<u32>> = dl
             .iter()
             .map(|l| {
@@ -76,18 +66,7 @@ pub fn collect(
         let choices = blocks.len() + usize::from(ar_steps);
         let canonical = (rng.next_u64() % choices as u64) as usize;
         let ar_step = canonical == blocks.len();
-        let rows: Vec<Row> = drafted
-            .iter()
-            .enumerate()
-            .map(|(k, b)| {
-                let r = Row::new(0, b.clone(), AttnRule::Causal).logits(LogitSel::All);
-                if k == canonical || (ar_step && k == 0) {
-                    r.commit()
-                } else {
-                    r
-                }
-            })
-            .collect();
+        let rows = shadow_verifies(&drafted, |k| k == canonical || (ar_step && k == 0));
         let ctx = cache.len();
         let vl = model.forward(&RowBatch::new(rows), &mut [&mut cache])?;
         let mut advance = BTreeMap::new();
@@ -132,4 +111,39 @@ pub fn collect(
         seed_tok = v.bonus;
     }
     Ok(samples)
+}
+
+/// A same-state shadow's draft forward: `[seed, MASK × (B−1)]` for every B of `blocks`,
+/// one bidirectional row each through the draft LoRA, logits for the drafted positions.
+pub fn shadow_drafts(seed: u32, mask: u32, blocks: &[usize]) -> Vec<Row> {
+    blocks
+        .iter()
+        .map(|&b| {
+            let mut t = vec![seed];
+            t.extend(std::iter::repeat_n(mask, b - 1));
+            Row::new(0, t, AttnRule::Bidirectional)
+                .lora_from(0)
+                .logits(LogitSel::Range {
+                    start: 1,
+                    len: b - 1,
+                })
+        })
+        .collect()
+}
+
+/// Its verify forward: every drafted block as a causal row; `commits(k)` says which row
+/// advances the cache (the canonical one).
+pub fn shadow_verifies(blocks: &[Vec<u32>], commits: impl Fn(usize) -> bool) -> Vec<Row> {
+    blocks
+        .iter()
+        .enumerate()
+        .map(|(k, b)| {
+            let r = Row::new(0, b.clone(), AttnRule::Causal).logits(LogitSel::All);
+            if commits(k) {
+                r.commit()
+            } else {
+                r
+            }
+        })
+        .collect()
 }

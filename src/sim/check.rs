@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use crate::engine::policy::verify_entropy;
 use crate::engine::signals::{self, PosSignals};
+use crate::engine::survival::{shadow_drafts, shadow_verifies};
 use crate::engine::{round, Backbone};
 use crate::model::{AttnRule, LogitSel, Row, RowBatch};
 use crate::rng::Rng;
@@ -103,19 +104,7 @@ fn shadow_request(
         if eos.contains(&seed_tok) {
             break;
         }
-        let drafts: Vec<Row> = SIZES
-            .iter()
-            .map(|&b| {
-                let mut t = vec![seed_tok];
-                t.extend(std::iter::repeat_n(mask, b - 1));
-                Row::new(0, t, AttnRule::Bidirectional)
-                    .lora_from(0)
-                    .logits(LogitSel::Range {
-                        start: 1,
-                        len: b - 1,
-                    })
-            })
-            .collect();
+        let drafts = shadow_drafts(seed_tok, mask, &SIZES);
         let dl = model.forward(&RowBatch::new(drafts), &mut [&mut cache])?;
         let draft_sig: Vec<Vec<PosSignals>> = dl
             .iter()
@@ -130,18 +119,7 @@ fn shadow_request(
             })
             .collect();
         let canon = SIZES.iter().position(|&b| b == CANONICAL).unwrap_or(0);
-        let rows: Vec<Row> = blocks
-            .iter()
-            .enumerate()
-            .map(|(k, b)| {
-                let r = Row::new(0, b.clone(), AttnRule::Causal).logits(LogitSel::All);
-                if k == canon {
-                    r.commit()
-                } else {
-                    r
-                }
-            })
-            .collect();
+        let rows = shadow_verifies(&blocks, |k| k == canon);
         let ctx = cache.len();
         let vl = model.forward(&RowBatch::new(rows), &mut [&mut cache])?;
         let mut advance = [0; 4];

@@ -80,7 +80,23 @@ pub struct SimBackbone {
     cfg: Config,
     params: Params,
     tokenizer: TextTokenizer,
+    /// Ids no answer contains and no alternative names: the mask, EOS, BOS, padding.
+    special: Vec<u32>,
     answers: Mutex<HashMap<u64, Arc<Answer>>>,
+}
+
+/// A row's block, drafted from its anchor (the last known token before the first
+/// mask), worked out once per row.
+struct Block {
+    /// Row index of the anchor.
+    anchor: usize,
+    /// Answer offset of the anchor.
+    offset: usize,
+    /// Distance from the anchor to the row's last position.
+    last: usize,
+    /// The round's run of matching drafts; `None` when the row's tokens up to the
+    /// anchor are not AR's (drafted after a wrong token).
+    run: Option<usize>,
 }
 
 impl SimBackbone {
@@ -103,10 +119,15 @@ impl SimBackbone {
             !base.eos_token_ids().is_empty(),
             "the simulator's tokenizer config names no EOS token"
         );
+        let mut special = vec![base.mask_token_id()];
+        special.extend(base.eos_token_ids());
+        special.extend(base.bos_token_id);
+        special.extend(base.pad_token_id);
         Ok(Self {
             cfg: base,
             params,
             tokenizer,
+            special,
             answers: Mutex::new(HashMap::new()),
         })
     }
@@ -145,7 +166,6 @@ impl SimBackbone {
         let mut rng = acceptance::mix(&[key, Draw::Tokens as u64]);
         let (lo, hi) = ANSWER_TOKENS;
         let want = lo + (rng.next_u64() % (hi - lo) as u64) as usize;
-        let special = self.special();
         let mut tokens = Vec::with_capacity(want + 64);
         let mut i = 0u64;
         while tokens.len() < want {
@@ -158,7 +178,7 @@ impl SimBackbone {
                 .unwrap_or_default();
             let sep = if tokens.is_empty() { "" } else { "\n\n" };
             let ids = self.tokenizer.encode_raw(&format!("{sep}{text}"))?;
-            tokens.extend(ids.into_iter().filter(|t| !special.contains(t)));
+            tokens.extend(ids.into_iter().filter(|t| !self.special.contains(t)));
             ensure!(i < 10_000, "the simulator's answer text produced no tokens");
         }
         tokens.truncate(want);
@@ -167,15 +187,6 @@ impl SimBackbone {
             latent: Latent::new(&self.params, key, want + 1),
             tokens,
         })
-    }
-
-    /// Ids no answer contains: the mask, EOS, BOS and padding.
-    fn special(&self) -> Vec<u32> {
-        let mut s = vec![self.cfg.mask_token_id()];
-        s.extend(self.cfg.eos_token_ids());
-        s.extend(self.cfg.bos_token_id);
-        s.extend(self.cfg.pad_token_id);
-        s
     }
 
     /// The logits of one row: `(selected positions, vocab)`.
@@ -215,20 +226,45 @@ impl SimBackbone {
             AttnRule::CausalThenBlock { causal_len } => causal_len,
         };
         // The last known token before the block's first mask: what its drafts follow.
-        let first_mask = (block_start..row.len()).find(|&j| row.tokens[j] == mask);
+        let block = (block_start..row.len())
+            .find(|&j| row.tokens[j] == mask)
+            .filter(|&m| m > 0)
+            .and_then(|m| self.block(&ans, row, p0, m - 1, &at));
         for &i in &idx {
             let ranked = if i < block_start {
                 self.verify_position(&ans, p0 + i + 1, &at)
             } else {
-                match first_mask {
-                    Some(m) if i >= m && m > 0 => self.draft_position(&ans, row, p0, m - 1, i, &at),
+                match &block {
+                    Some(b) if i > b.anchor => self.draft_position(&ans, b, i),
                     // A known token (the seed, a filled canvas slot) predicts itself.
                     _ => confident(row.tokens[i]),
                 }
             };
-            out.extend(self.logits(&ranked, &ans, p0 + i));
+            self.logits(&ranked, &ans, p0 + i, &mut out);
         }
         Ok(out)
+    }
+
+    /// The block anchored at row index `anchor`, if the anchor is in the answer.
+    fn block(
+        &self,
+        ans: &Answer,
+        row: &Row,
+        p0: usize,
+        anchor: usize,
+        at: &dyn Fn(usize) -> Option<u32>,
+    ) -> Option<Block> {
+        let eos = self.eos();
+        let a = p0 + anchor;
+        let offset = a.checked_sub(ans.prompt_len)?;
+        let on_track = (ans.prompt_len.max(p0)..=a)
+            .all(|pos| at(pos) == Some(ans.token(pos - ans.prompt_len, eos)));
+        Some(Block {
+            anchor,
+            offset,
+            last: row.len() - 1 - anchor,
+            run: on_track.then(|| ans.latent.run(&self.params, offset)),
+        })
     }
 
     /// AR at absolute position `a`: the answer's token there (the prompt's own next
@@ -248,32 +284,15 @@ impl SimBackbone {
         }
     }
 
-    /// The draft at row index `i` of a block whose last known token is at row index
-    /// `anchor`: consistent with AR only if every row token up to the anchor is AR's.
-    fn draft_position(
-        &self,
-        ans: &Answer,
-        row: &Row,
-        p0: usize,
-        anchor: usize,
-        i: usize,
-        at: &dyn Fn(usize) -> Option<u32>,
-    ) -> Ranked {
+    /// The draft at row index `i` of `block`.
+    fn draft_position(&self, ans: &Answer, block: &Block, i: usize) -> Ranked {
         let eos = self.eos();
-        let a = p0 + anchor;
-        let Some(o) = a.checked_sub(ans.prompt_len) else {
-            return confident(eos);
-        };
-        let on_track = (ans.prompt_len.max(p0)..=a)
-            .all(|pos| at(pos) == Some(ans.token(pos - ans.prompt_len, eos)));
-        let d = i - anchor;
+        let (o, d) = (block.offset, i - block.anchor);
         let key = ans.latent.key;
-        let verdict = if on_track {
-            let run = ans.latent.run(&self.params, o);
-            acceptance::verdict(&self.params, key, o, d, Some(row.len() - 1 - anchor), run)
-        } else {
+        let verdict = match block.run {
+            Some(run) => acceptance::verdict(&self.params, key, o, d, Some(block.last), run),
             // Drafted after a wrong token: as after a miss, from the first position.
-            acceptance::verdict(&self.params, key ^ 0x5bd1_e995, o, d, None, 0)
+            None => acceptance::verdict(&self.params, key ^ 0x5bd1_e995, o, d, None, 0),
         };
         let mut rng = acceptance::mix(&[key, Draw::Shape as u64, o as u64, d as u64]);
         let top = acceptance::draft_confidence(&self.params, verdict, &mut rng);
@@ -291,25 +310,25 @@ impl SimBackbone {
 
     /// A vocabulary-wide row of logits: the listed ranks, AR's token at its rank, the
     /// others words of the same answer, the rest sharing what is left.
-    fn logits(&self, r: &Ranked, ans: &Answer, pos: usize) -> Vec<f32> {
+    fn logits(&self, r: &Ranked, ans: &Answer, pos: usize, out: &mut Vec<f32>) {
         let v = self.cfg.vocab_size;
         let listed: f64 = r.probs.iter().sum();
         let floor = ((1.0 - listed).max(1e-9) / (v - RANKS) as f64).ln() as f32;
-        let mut row = vec![floor; v];
+        let start = out.len();
+        out.resize(start + v, floor);
+        let row = &mut out[start..];
         row[self.cfg.mask_token_id() as usize % v] = -1e4;
         let mut rng = acceptance::mix(&[ans.latent.key, 0x70c, pos as u64, r.salt]);
         let mut used = vec![r.truth];
-        let special = self.special();
         for (k, &p) in r.probs.iter().enumerate() {
             let tok = if k + 1 == r.truth_rank {
                 r.truth
             } else {
-                other_token(ans, &mut rng, &used, &special, v)
+                other_token(ans, &mut rng, &used, &self.special, v)
             };
             used.push(tok);
             row[tok as usize % v] = p.ln() as f32;
         }
-        row
     }
 }
 

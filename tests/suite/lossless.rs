@@ -81,7 +81,7 @@ fn scheduler(model: &Model, batching: Batching, cost: CostModel) -> Scheduler {
 }
 
 /// `decode` on a given scheduler; `after_step` sees it after every round.
-fn decode_with(
+pub(crate) fn decode_with(
     mut sched: Scheduler,
     prompts: &[Vec<u32>],
     opts: &DecodeOptions,

@@ -6,8 +6,7 @@ use std::sync::Arc;
 
 use specscope::engine::options::THROUGHPUT_BLOCKS;
 use specscope::engine::{
-    generate_ar, Backbone, Blocks, DecodeOptions, Mode, NullSink, Preset, Scheduler,
-    SharedBackbone, Submit,
+    generate_ar, Backbone, Blocks, DecodeOptions, Mode, Preset, Scheduler, SharedBackbone,
 };
 use specscope::model::{self, ModelSource};
 use specscope::rng::Rng;
@@ -40,26 +39,8 @@ fn decode(
     o: &DecodeOptions,
     c: usize,
 ) -> Vec<Vec<u32>> {
-    let mut sched = Scheduler::new(model.clone(), None);
-    let mut out = vec![Vec::new(); prompts.len()];
-    let (mut ids, mut next) = (Vec::new(), 0);
-    while next < prompts.len() || sched.active() > 0 {
-        while sched.active() < c && next < prompts.len() {
-            let s = Submit {
-                prompt: prompts[next].clone(),
-                options: o.clone(),
-                family: None,
-            };
-            ids.push(sched.submit(s, &mut NullSink).unwrap());
-            next += 1;
-        }
-        sched.step(&mut NullSink).unwrap();
-        for f in sched.take_finished() {
-            let k = ids.iter().position(|&id| id == f.id).unwrap();
-            out[k] = f.tokens;
-        }
-    }
-    out
+    let sched = Scheduler::new(model.clone(), None);
+    crate::lossless::decode_with(sched, prompts, o, c, |_| {}).0
 }
 
 #[test]
