@@ -181,6 +181,15 @@ fn intro(loaded: &Loaded) -> (Vec<String>, Vec<String>) {
     } else {
         format!("{:.1}M", params / 1e6)
     };
+    if loaded.simulated() {
+        return (
+            vec![
+                format!("{}: {}.", loaded.files.label, specscope::sim::LABEL),
+                "No weights: each answer is stand-in text (practice-chat answers, unrelated to your message) whose drafts are accepted as NLD-8B's were observed to be. Every figure here is simulated.".into(),
+            ],
+            Vec::new(),
+        );
+    }
     if !bundled(loaded) {
         return (
             vec![format!(

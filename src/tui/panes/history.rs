@@ -59,8 +59,12 @@ fn how_measured(ar_measured: bool) -> &'static str {
     }
 }
 
-/// The speed of drafting against AR steps here, in words (None until measured).
+/// The speed of drafting against AR steps here, in words (None until measured, and
+/// for a simulated backbone, whose forwards take no model's time).
 pub fn speed_words(s: &State) -> Option<(String, bool)> {
+    if s.session.simulated() {
+        return None;
+    }
     let c = s.stats.speed.comparison()?;
     let how = how_measured(c.ar_measured);
     let pays = c.ratio > 1.0;
@@ -399,13 +403,16 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme) {
                 .map_or(" —  ".to_string(), |v| format!(" {v:.2}  ")),
             t.text,
         ),
-        Span::styled("tok/s ", t.dim),
-        Span::styled(sparkline(&tps, w), t.continuation),
-        Span::styled(
+    ]);
+    // A simulator's tokens per second time the simulator, not a model.
+    if !s.session.simulated() {
+        rate.push_span(Span::styled("tok/s ", t.dim));
+        rate.push_span(Span::styled(sparkline(&tps, w), t.continuation));
+        rate.push_span(Span::styled(
             tps.last().map_or(" —".to_string(), |v| format!(" {v:.0}")),
             t.text,
-        ),
-    ]);
+        ));
+    }
     // Said in every form that fits: the status line's TPF is the session's.
     let means = [
         format!(" ({WINDOW}-round means)"),

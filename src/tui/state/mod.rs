@@ -174,6 +174,12 @@ pub struct Session {
 }
 
 impl Session {
+    /// A simulated backbone's session: its clock times the simulator, not a model, so
+    /// no speed of this machine is shown.
+    pub fn simulated(&self) -> bool {
+        self.model.starts_with(crate::sim::PREFIX)
+    }
+
     /// The request being answered (the newest live one).
     pub fn active(&self) -> Option<RequestId> {
         self.live.last().copied()
