@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::{ensure, Result};
 use clap::{Args, Subcommand};
 
-use specscope::sim::check::{statistics, TOLERANCE};
+use specscope::sim::check::{statistics, DEFAULT_REQUESTS, TOLERANCE};
 
 #[derive(Debug, Clone, Args)]
 pub struct SimArgs {
@@ -27,12 +27,13 @@ pub struct CheckArgs {
     /// The simulated backbone.
     #[arg(long, default_value = "sim:nld-8b")]
     pub model: String,
-    /// Requests in the shadow (each a fresh answer).
-    #[arg(long, default_value_t = 200, value_parser = super::count(1, 100_000))]
+    /// Answers in the shadow (each a fresh one, run to its EOS).
+    #[arg(long, default_value_t = DEFAULT_REQUESTS, value_parser = super::count(1, 100_000))]
     pub requests: usize,
-    /// Rounds per request at most (an answer's EOS ends it sooner).
-    #[arg(long, default_value_t = 60, value_parser = super::count(1, 10_000))]
-    pub rounds: usize,
+    /// At most this many rounds of each answer (every answer then weighs alike, unlike
+    /// the reference's pooled whole answers) [default: to each answer's end].
+    #[arg(long, value_parser = super::count(1, 100_000))]
+    pub rounds: Option<usize>,
     /// One JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -68,12 +69,14 @@ pub fn run(args: SimArgs) -> Result<ExitCode> {
             }))?
         );
     } else {
+        let rounds = a.rounds.map_or("whole answers".to_string(), |r| {
+            format!("up to {r} rounds each")
+        });
         outln!(
-            "{} ({}): {} requests × up to {} rounds, same-state shadow, canonical B = 16",
+            "{} ({}): {} answers, {rounds}, same-state shadow, canonical B = 16",
             a.model,
             specscope::sim::LABEL,
             a.requests,
-            a.rounds
         );
         outln!(
             "{:<50} {:>9} {:>9} {:>7}  source",

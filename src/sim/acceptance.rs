@@ -57,13 +57,13 @@ pub struct Params {
 
 /// NLD-8B with its LoRA draft, PyTorch (§3.3 same-state shadow, §5 confidences).
 pub const NLD_8B: Params = Params {
-    mu: 3.67,
-    request_sd: 0.4825,
-    field_sd: 1.68,
-    field_rho: 0.99921,
-    round_sd: 0.54,
-    distance_slope: 0.30,
-    last_position_miss: 0.058,
+    mu: 4.0567,
+    request_sd: 0.135,
+    field_sd: 1.4261,
+    field_rho: 0.995,
+    round_sd: 0.1233,
+    distance_slope: 0.2642,
+    last_position_miss: 0.0441,
     verify_base: 1.0,
     verify_slope: 1.0,
     verify_noise: 0.8,

@@ -19,6 +19,9 @@ use crate::rng::Rng;
 const SIZES: [usize; 4] = [4, 8, 16, 32];
 /// The canonical block the shadow advances with (the reference's L16 canonical).
 const CANONICAL: usize = 16;
+/// Answers `sim check` and its test measure (one sample of whole answers differs
+/// from the next by 1–3%).
+pub const DEFAULT_REQUESTS: usize = 400;
 /// Relative tolerance the test holds every statistic to.
 pub const TOLERANCE: f64 = 0.05;
 
@@ -65,14 +68,49 @@ struct DraftCounts {
     align4: (usize, usize),
 }
 
-/// The statistics over `requests` requests of at most `rounds` rounds each.
-pub fn statistics(model: &dyn Backbone, requests: usize, rounds: usize) -> Result<Vec<Stat>> {
+/// The statistics over `requests` whole answers (each to its EOS, as the reference
+/// pooled whole answers: a hard answer takes more rounds and weighs more), or at most
+/// `rounds` rounds of each.
+pub fn statistics(
+    model: &dyn Backbone,
+    requests: usize,
+    rounds: Option<usize>,
+) -> Result<Vec<Stat>> {
+    use rayon::prelude::*;
+    // Answers are independent: shadowed in parallel, merged in order.
+    let per_answer = (0..requests)
+        .into_par_iter()
+        .map(|r| {
+            let (mut shadow, mut counts) = (Vec::new(), DraftCounts::default());
+            shadow_request(model, r as u64, rounds, &mut shadow, &mut counts)?;
+            Ok((shadow, counts))
+        })
+        .collect::<Result<Vec<_>>>()?;
     let mut shadow = Vec::new();
     let mut counts = DraftCounts::default();
-    for r in 0..requests {
-        shadow_request(model, r as u64, rounds, &mut shadow, &mut counts)?;
+    for (s, c) in per_answer {
+        shadow.extend(s);
+        counts.add(&c);
     }
     Ok(summarise(&shadow, &counts))
+}
+
+impl DraftCounts {
+    fn add(&mut self, o: &Self) {
+        let pair = |a: &mut (usize, usize), b: (usize, usize)| {
+            a.0 += b.0;
+            a.1 += b.1;
+        };
+        self.accepted_conf.0 += o.accepted_conf.0;
+        self.accepted_conf.1 += o.accepted_conf.1;
+        self.rejected_conf.0 += o.rejected_conf.0;
+        self.rejected_conf.1 += o.rejected_conf.1;
+        self.rank2 += o.rank2;
+        self.rank23 += o.rank23;
+        self.rejects += o.rejects;
+        pair(&mut self.align1, o.align1);
+        pair(&mut self.align4, o.align4);
+    }
 }
 
 /// A prompt of ordinary ids (its hash picks the answer).
@@ -87,7 +125,7 @@ fn prompt(model: &dyn Backbone, seed: u64) -> Vec<u32> {
 fn shadow_request(
     model: &dyn Backbone,
     seed: u64,
-    rounds: usize,
+    rounds: Option<usize>,
     shadow: &mut Vec<ShadowRound>,
     counts: &mut DraftCounts,
 ) -> Result<()> {
@@ -100,7 +138,10 @@ fn shadow_request(
     let l = model.forward(&RowBatch::single(row), &mut [&mut cache])?;
     let mut seed_tok = signals::signals(&l[0], mask)?[0].argmax;
     let (mut ewma, mut entropies): (Option<f64>, Vec<f64>) = (None, Vec::new());
-    for _ in 0..rounds {
+    let max_pos = cfg.max_position_embeddings;
+    let mut n = 0;
+    while rounds.is_none_or(|r| n < r) && cache.len() + SIZES[3] < max_pos {
+        n += 1;
         if eos.contains(&seed_tok) {
             break;
         }

@@ -10,7 +10,7 @@ use specscope::engine::{
 };
 use specscope::model::{self, ModelSource};
 use specscope::rng::Rng;
-use specscope::sim::check::{statistics, TOLERANCE};
+use specscope::sim::check::{statistics, DEFAULT_REQUESTS, TOLERANCE};
 use specscope::sim::SimBackbone;
 
 const MAX_NEW: usize = 96;
@@ -106,7 +106,7 @@ fn every_mode_is_ar_greedy_on_the_simulator() {
 /// The table of `specscope sim check` at its defaults, every row within ±5%.
 #[test]
 fn the_simulator_accepts_like_nld_8b() {
-    let stats = statistics(sim().as_ref(), 200, 60).unwrap();
+    let stats = statistics(sim().as_ref(), DEFAULT_REQUESTS, None).unwrap();
     assert_eq!(stats.len(), 20);
     let outside: Vec<String> = stats
         .iter()
