@@ -118,11 +118,12 @@ pub fn run(a: BenchArgs) -> Result<()> {
     let mut progress = super::progress::Progress::new("bench", total as u64);
     for &c in &a.concurrency {
         // The simulator has a fresh answer for every request; a checkpoint repeats its prompts.
-        let requests = if loaded.simulated() {
-            fresh_requests_at(&prompts, c, a.requests_per_slot)?
+        let at = if loaded.simulated() {
+            fresh_requests_at
         } else {
-            requests_at(&prompts, c, a.requests_per_slot)?
+            requests_at
         };
+        let requests = at(&prompts, c, a.requests_per_slot)?;
         // Per configuration: its result and outputs from the first pass.
         let mut at_c: Vec<Option<(BenchResult, Vec<Vec<u32>>)>> = vec![None; cfgs.len()];
         for pass in 0..repeats {
@@ -182,26 +183,46 @@ pub fn run(a: BenchArgs) -> Result<()> {
         prompts.len(),
         a.requests_per_slot,
     )?;
-    out!("{}", share_table(&results));
-    out!("{}", pass_spread(&results));
     if let Some(path) = &a.json {
-        let out = serde_json::json!({
-            "format": "specscope-bench",
-            "format_version": specscope::bench::sweep::FORMAT_VERSION,
-            "model": loaded.files.label,
-            "acceptance": loaded.acceptance(),
-            "prompts": prompts.len(),
-            "requests_per_slot": a.requests_per_slot,
-            "max_new_tokens": a.max_new_tokens,
-            "repeats": repeats,
-            "cost_profile": pricing.cost,
-            "cost_profile_fixed": !pricing.learn,
-            "survival_tables": tables.source,
-            "provenance": specscope::Provenance::here(),
-            "results": results,
-        });
-        specscope::output::write_whole(path, &serde_json::to_string_pretty(&out)?)?;
+        write_json(
+            path,
+            &a,
+            &loaded,
+            &results,
+            &pricing,
+            &tables.source,
+            prompts.len(),
+        )?;
     }
+    Ok(())
+}
+
+/// `--json`: every result with what produced it.
+fn write_json(
+    path: &std::path::Path,
+    a: &BenchArgs,
+    loaded: &super::Loaded,
+    results: &[BenchResult],
+    pricing: &specscope::engine::cost::Pricing,
+    tables: &str,
+    prompts: usize,
+) -> Result<()> {
+    let out = serde_json::json!({
+        "format": "specscope-bench",
+        "format_version": specscope::bench::sweep::FORMAT_VERSION,
+        "model": loaded.files.label,
+        "acceptance": loaded.acceptance(),
+        "prompts": prompts,
+        "requests_per_slot": a.requests_per_slot,
+        "max_new_tokens": a.max_new_tokens,
+        "repeats": a.repeats,
+        "cost_profile": pricing.cost,
+        "cost_profile_fixed": !pricing.learn,
+        "survival_tables": tables,
+        "provenance": specscope::Provenance::here(),
+        "results": results,
+    });
+    specscope::output::write_whole(path, &serde_json::to_string_pretty(&out)?)?;
     Ok(())
 }
 
@@ -233,6 +254,8 @@ fn print_tables(
     } else {
         out!("{}", repeated_prompts(results, prompts, requests_per_slot));
     }
+    out!("{}", share_table(results));
+    out!("{}", pass_spread(results));
     Ok(())
 }
 
