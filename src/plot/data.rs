@@ -373,6 +373,9 @@ pub struct BlockShares {
     pub config: String,
     /// `(C, [(block, share of rounds)])`.
     pub by_c: Vec<(usize, Vec<(usize, f64)>)>,
+    /// The paper's shares (of requests) at the loads it gives, drawn beside ours where
+    /// the bench ran the simulated NLD-8B.
+    pub paper: Vec<(usize, Vec<(usize, f64)>)>,
 }
 
 /// Figure 5 from a bench: the first configuration that chose more than one size (else
@@ -398,7 +401,11 @@ pub fn block_shares(results: &[BenchResult]) -> Option<BlockShares> {
         })
         .collect();
     by_c.sort_by_key(|x| x.0);
-    Some(BlockShares { config, by_c })
+    Some(BlockShares {
+        config,
+        by_c,
+        paper: Vec::new(),
+    })
 }
 
 /// Figure 5 from a recording: each round's block size in session order, by request.

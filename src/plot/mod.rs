@@ -357,7 +357,13 @@ pub fn figures(inputs: &Inputs, pal: &Palette) -> Result<Vec<Figure>> {
             )?;
         }
         // 5. Block sizes against concurrency.
-        if let Some(shares) = data::block_shares(&b.results) {
+        if let Some(mut shares) = data::block_shares(&b.results) {
+            if b.source.model.starts_with(crate::sim::PREFIX) {
+                shares.paper = crate::sim::PAPER_BLOCK_SHARES
+                    .iter()
+                    .map(|(c, s)| (*c, s.to_vec()))
+                    .collect();
+            }
             push(
                 "block-sizes",
                 draw::block_shares(&shares, &b.source.caption(), pal),

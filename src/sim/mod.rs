@@ -48,6 +48,13 @@ pub const NAMED: &[(&str, &str)] = &[(
     "NLD-8B with its LoRA draft: acceptance calibrated to the published observation statistics",
 )];
 
+/// The RecGuide paper's block-size shares on NLD-8B (B200), as issue 52 quotes them:
+/// `(C, [(B, share of requests)])` at the two loads it gives (B = 16 is the rest).
+pub const PAPER_BLOCK_SHARES: &[(usize, [(usize, f64); 3])] = &[
+    (2, [(8, 0.0933), (16, 0.0254), (32, 0.8813)]),
+    (128, [(8, 0.7821), (16, 0.1204), (32, 0.0975)]),
+];
+
 /// What every figure from the simulator says it is.
 pub const LABEL: &str = "simulated NLD-8B acceptance";
 

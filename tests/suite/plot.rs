@@ -377,3 +377,75 @@ fn hostile_bench_files_are_refused_or_drawn_as_valid_xml() {
         );
     }
 }
+
+/// A bench of the simulated NLD-8B draws its block sizes beside the paper's shares (at
+/// the loads the paper gives), and says the acceptance is simulated.
+#[test]
+fn a_simulated_bench_draws_the_papers_block_shares_beside_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let bench = dir.path().join("sim.json");
+    ok(&specscope(&[
+        "bench",
+        "--model",
+        "sim:nld-8b",
+        "--limit",
+        "1",
+        "--concurrency",
+        "2,128",
+        "--requests-per-slot",
+        "0",
+        "--max-new-tokens",
+        "48",
+        "--configs",
+        "ar,recguide",
+        "--json",
+        s(&bench),
+    ]));
+    let out = dir.path().join("figs");
+    ok(&specscope(&[
+        "plot",
+        "--bench",
+        s(&bench),
+        "--out",
+        s(&out),
+    ]));
+    let svg = out.join("block-sizes.svg");
+    let texts = svg_texts(&svg);
+    assert!(has(&texts, "simulated NLD-8B acceptance"), "{texts:?}");
+    assert!(has(&texts, "beside the paper's"), "{texts:?}");
+    // The paper's bars: one pale rectangle per block size at each of its two loads,
+    // besides ours (which a bench without the simulator draws alone).
+    let rects = std::fs::read_to_string(&svg)
+        .unwrap()
+        .matches("<rect")
+        .count();
+    let plain = dir.path().join("plain.json");
+    let text = std::fs::read_to_string(&bench)
+        .unwrap()
+        .replace("\"sim:nld-8b\"", "\"bundled:tiny-nld\"");
+    std::fs::write(&plain, text).unwrap();
+    let out2 = dir.path().join("figs2");
+    ok(&specscope(&[
+        "plot",
+        "--bench",
+        s(&plain),
+        "--out",
+        s(&out2),
+    ]));
+    let without = std::fs::read_to_string(out2.join("block-sizes.svg"))
+        .unwrap()
+        .matches("<rect")
+        .count();
+    let plain_texts = svg_texts(&out2.join("block-sizes.svg"));
+    assert!(!has(&plain_texts, "paper"), "{plain_texts:?}");
+    assert_eq!(
+        texts.iter().filter(|t| t.trim() == "paper").count(),
+        2,
+        "one paper bar named per load: {texts:?}"
+    );
+    // Fill and outline per size at each of the paper's two loads, at least.
+    assert!(
+        rects >= without + 2 * 2 * 2,
+        "{rects} rectangles against {without}"
+    );
+}

@@ -185,13 +185,22 @@ pub fn block_shares(b: &BlockShares, caption: &str, pal: &Palette) -> Result<Str
     svg(|root| {
         let body = frame(
             root,
-            &format!("Block sizes chosen by {} against concurrency", b.config),
+            &if b.paper.is_empty() {
+                format!("Block sizes chosen by {} against concurrency", b.config)
+            } else {
+                format!(
+                    "Block sizes chosen by {} ({}) beside the paper's",
+                    b.config,
+                    crate::sim::LABEL
+                )
+            },
             caption,
             pal,
         )?;
         let mut blocks: Vec<usize> = b
             .by_c
             .iter()
+            .chain(&b.paper)
             .flat_map(|(_, s)| s.iter().map(|x| x.0))
             .collect();
         blocks.sort_unstable();
@@ -211,7 +220,11 @@ pub fn block_shares(b: &BlockShares, caption: &str, pal: &Palette) -> Result<Str
             .light_line_style(WHITE)
             .x_labels(n + 1)
             .x_label_formatter(&|v| category(&labels, *v))
-            .y_desc("share of rounds (smallest B at the bottom)")
+            .y_desc(if b.paper.is_empty() {
+                "share of rounds (smallest B at the bottom)"
+            } else {
+                "ours: share of rounds; paper (narrow, pale): of requests"
+            })
             .y_label_formatter(&|v| format!("{:.0}%", 100.0 * v))
             .axis_desc_style((FONT, 13))
             .draw()
@@ -227,7 +240,8 @@ pub fn block_shares(b: &BlockShares, caption: &str, pal: &Palette) -> Result<Str
                     let below: f64 = shares.iter().filter(|x| x.0 < block).map(|x| x.1).sum();
                     let own = shares.iter().find(|x| x.0 == block)?.1;
                     let x = i as f64;
-                    let at = [(x - 0.35, below), (x + 0.35, below + own)];
+                    let right = if b.paper.is_empty() { 0.35 } else { 0.15 };
+                    let at = [(x - 0.35, below), (x + right, below + own)];
                     // An outline parts segments whose colours a grey print merges.
                     Some([
                         Rectangle::new(at, fill),
@@ -263,7 +277,35 @@ pub fn block_shares(b: &BlockShares, caption: &str, pal: &Palette) -> Result<Str
                 })
                 .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], fill));
             chart.draw_series(texts).map_err(err)?;
+            // The paper's share at the loads it gives: a narrow pale bar on the right.
+            let paper: Vec<Rectangle<(f64, f64)>> = b
+                .paper
+                .iter()
+                .filter_map(|(c, shares)| {
+                    let i = b.by_c.iter().position(|(bc, _)| bc == c)?;
+                    let below: f64 = shares.iter().filter(|x| x.0 < block).map(|x| x.1).sum();
+                    let own = shares.iter().find(|x| x.0 == block)?.1;
+                    let x = i as f64;
+                    let at = [(x + 0.2, below), (x + 0.4, below + own)];
+                    Some([
+                        Rectangle::new(at, color.mix(0.3).filled()),
+                        Rectangle::new(at, BLACK.stroke_width(1)),
+                    ])
+                })
+                .flatten()
+                .collect();
+            chart.draw_series(paper).map_err(err)?;
         }
+        // Each paper bar named on it.
+        let names = b.paper.iter().filter_map(|(c, _)| {
+            let i = b.by_c.iter().position(|(bc, _)| bc == c)?;
+            Some(Text::new(
+                "paper".to_string(),
+                (i as f64 + 0.21, 0.97),
+                (FONT, 11).into_font().color(&pal.text),
+            ))
+        });
+        chart.draw_series(names).map_err(err)?;
         legend(&mut chart, SeriesLabelPosition::UpperRight, pal)?;
         Ok(())
     })
