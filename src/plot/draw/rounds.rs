@@ -183,20 +183,7 @@ pub fn positions(
 /// round over a session (a recording).
 pub fn block_shares(b: &BlockShares, caption: &str, pal: &Palette) -> Result<String> {
     svg(|root| {
-        let body = frame(
-            root,
-            &if b.paper.is_empty() {
-                format!("Block sizes chosen by {} against concurrency", b.config)
-            } else {
-                format!(
-                    "Block sizes chosen by {} ({}) beside the paper's",
-                    b.config,
-                    crate::sim::LABEL
-                )
-            },
-            caption,
-            pal,
-        )?;
+        let body = frame(root, &shares_title(b), caption, pal)?;
         let mut blocks: Vec<usize> = b
             .by_c
             .iter()
@@ -278,23 +265,9 @@ pub fn block_shares(b: &BlockShares, caption: &str, pal: &Palette) -> Result<Str
                 .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], fill));
             chart.draw_series(texts).map_err(err)?;
             // The paper's share at the loads it gives: a narrow pale bar on the right.
-            let paper: Vec<Rectangle<(f64, f64)>> = b
-                .paper
-                .iter()
-                .filter_map(|(c, shares)| {
-                    let i = b.by_c.iter().position(|(bc, _)| bc == c)?;
-                    let below: f64 = shares.iter().filter(|x| x.0 < block).map(|x| x.1).sum();
-                    let own = shares.iter().find(|x| x.0 == block)?.1;
-                    let x = i as f64;
-                    let at = [(x + 0.2, below), (x + 0.4, below + own)];
-                    Some([
-                        Rectangle::new(at, color.mix(0.3).filled()),
-                        Rectangle::new(at, BLACK.stroke_width(1)),
-                    ])
-                })
-                .flatten()
-                .collect();
-            chart.draw_series(paper).map_err(err)?;
+            chart
+                .draw_series(paper_bars(b, block, color))
+                .map_err(err)?;
         }
         // Each paper bar named on it.
         let names = b.paper.iter().filter_map(|(c, _)| {
@@ -309,6 +282,38 @@ pub fn block_shares(b: &BlockShares, caption: &str, pal: &Palette) -> Result<Str
         legend(&mut chart, SeriesLabelPosition::UpperRight, pal)?;
         Ok(())
     })
+}
+
+/// The block-share figure's title: beside the paper's where it has them.
+fn shares_title(b: &BlockShares) -> String {
+    if b.paper.is_empty() {
+        format!("Block sizes chosen by {} against concurrency", b.config)
+    } else {
+        format!(
+            "Block sizes chosen by {} ({}) beside the paper's",
+            b.config,
+            crate::sim::LABEL
+        )
+    }
+}
+
+/// The paper's segments of size `block`: fill and outline, right of our bar.
+fn paper_bars(b: &BlockShares, block: usize, color: RGBColor) -> Vec<Rectangle<(f64, f64)>> {
+    b.paper
+        .iter()
+        .filter_map(|(c, shares)| {
+            let i = b.by_c.iter().position(|(bc, _)| bc == c)?;
+            let below: f64 = shares.iter().filter(|x| x.0 < block).map(|x| x.1).sum();
+            let own = shares.iter().find(|x| x.0 == block)?.1;
+            let x = i as f64;
+            let at = [(x + 0.2, below), (x + 0.4, below + own)];
+            Some([
+                Rectangle::new(at, color.mix(0.3).filled()),
+                Rectangle::new(at, BLACK.stroke_width(1)),
+            ])
+        })
+        .flatten()
+        .collect()
 }
 
 /// Most requests the block timeline names in a legend.
