@@ -7,6 +7,8 @@ usage: scripts/recguide-table.py BENCH.json [BENCH.json ...]
 
 --held: one load run with different --requests-per-slot (one file each, fixed B = 8
 and RecGuide): RecGuide against B = 8 as the load is held longer.
+--configs: every configuration's modeled speed ÷ AR's, per C (the ablations), with
+its physical forwards and branch hits.
 """
 import json
 import math
@@ -58,8 +60,31 @@ def held(paths):
     print()
 
 
+def by_config(paths):
+    for path in paths:
+        d = json.load(open(path))
+        res = d["results"]
+        print(f"{path}: {d['cost_profile']['source']}")
+        print("| C | configuration | modeled ×AR | TPF | physical forwards | branch hits |")
+        print("|---:|---|---:|---:|---:|---:|")
+        for c in sorted({r["concurrency"] for r in res}):
+            at = [r for r in res if r["concurrency"] == c]
+            ar = next(r for r in at if r["config"] == "ar")["modeled_tokens_per_sec"]
+            for r in at:
+                if r["config"] == "ar":
+                    continue
+                br = r["tally"].get("branches", {}).values()
+                built, hits = sum(b["built"] for b in br), sum(b["hits"] for b in br)
+                hit = f"{100 * hits / built:.0f}% of {built}" if built else "-"
+                print(f"| {c} | {r['config']} | {r['modeled_tokens_per_sec'] / ar:.2f} "
+                      f"| {r['tpf']:.2f} | {r['physical_forwards']} | {hit} |")
+        print()
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--held"]:
         held(sys.argv[2:])
+    elif sys.argv[1:2] == ["--configs"]:
+        by_config(sys.argv[2:])
     else:
         main(sys.argv[1:])

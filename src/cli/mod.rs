@@ -38,6 +38,7 @@ pub mod train;
 pub mod uibench;
 
 use std::io::{IsTerminal, Read};
+use std::sync::Arc;
 
 /// A parser for a count flag in `lo..=hi`: clap names the range when a value is
 /// outside it (the help text says why the range is what it is).
@@ -55,12 +56,10 @@ use clap::Args;
 
 use specscope::engine::cost::Pricing;
 use specscope::engine::{Scheduler, SharedBackbone};
-
 use specscope::model::{
     self, ChatMessage, LoadOptions, LoadReport, Model, ModelFiles, ModelSource, TextTokenizer,
 };
 use specscope::trace::{fnv1a_hex, TraceHeader};
-use std::sync::Arc;
 
 /// Where the model comes from and where it runs (shared by every subcommand).
 #[derive(Debug, Clone, Args)]

@@ -34,12 +34,18 @@ impl Source {
     /// characters, which XML cannot hold, as spaces).
     pub fn caption(&self) -> String {
         let unknown = "not recorded";
+        // A simulated backbone's figures say so on every figure.
+        let model = if self.model.starts_with(crate::sim::PREFIX) {
+            format!("{} ({})", self.model, crate::sim::LABEL)
+        } else {
+            self.model.clone()
+        };
         let line = format!(
             "source: {} · model: {} · machine: {} · date: {}",
             self.command
                 .as_deref()
                 .map_or_else(|| self.file.clone(), |c| format!("`{c}`")),
-            self.model,
+            model,
             self.machine.as_deref().unwrap_or(unknown),
             self.date.as_deref().unwrap_or(unknown)
         );

@@ -198,14 +198,18 @@ pub fn block_shares(b: &BlockShares, caption: &str, pal: &Palette) -> Result<Str
             .x_label_area_size(36)
             .y_label_area_size(60)
             // A column right of the bars holds the legend, so it covers none of them.
-            .build_cartesian_2d(-0.5f64..n as f64 + 0.4, 0f64..1.0)
+            // (wider by the paper's bars' room where they are drawn)
+            .build_cartesian_2d(
+                -0.5f64..n as f64 + if b.paper.is_empty() { 0.4 } else { 1.0 },
+                0f64..1.0,
+            )
             .map_err(err)?;
         let labels: Vec<String> = b.by_c.iter().map(|(c, _)| format!("C = {c}")).collect();
         chart
             .configure_mesh()
             .disable_x_mesh()
             .light_line_style(WHITE)
-            .x_labels(n + 1)
+            .x_labels(n + 1 + usize::from(!b.paper.is_empty()))
             .x_label_formatter(&|v| category(&labels, *v))
             .y_desc(if b.paper.is_empty() {
                 "share of rounds (smallest B at the bottom)"
