@@ -321,6 +321,7 @@ pub fn replay(args: ReplayArgs) -> Result<ExitCode> {
         &h.device,
         h.options.clone(),
     )
+    .with_source(h.source.clone())
     .with_keys(&ui.keymap);
     let mut player = Player::new(trace, args.file.display().to_string());
     player.playing = !args.paused;

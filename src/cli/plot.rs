@@ -126,7 +126,7 @@ fn ink(style: Style) -> Option<RGBColor> {
 }
 
 /// The figures' colours from a terminal theme's roles.
-fn palette_of(t: &Theme) -> Palette {
+pub(crate) fn palette_of(t: &Theme) -> Palette {
     let role = |s: Style, fallback: RGBColor| ink(s).unwrap_or(fallback);
     let accepted = role(t.accepted, RGBColor(17, 99, 41));
     let rejected = role(t.rejected, RGBColor(207, 34, 46));

@@ -31,6 +31,73 @@ pub enum TraceCommand {
     },
     /// Record requests from prompt files without the screen (how the demo was made).
     Record(Box<RecordArgs>),
+    /// Read a log NLD's tooling wrote (the RecGuide confidence trace, SGLang
+    /// LinearSpec's block stats, joined with per-request records) into a recording.
+    Import(ImportArgs),
+    /// Write a recording as the RecGuide confidence trace (schema version 2).
+    Export(ExportArgs),
+    /// Acceptance figures of recordings side by side (imported NLD logs, the bundled
+    /// model's, the simulator's), each labelled with its source: a markdown table.
+    Compare {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// JSON instead of the table.
+        #[arg(long)]
+        json: bool,
+        /// Also draw tokens per round, a panel per recording, to this SVG file.
+        #[arg(long)]
+        figure: Option<PathBuf>,
+        /// Replace `--figure` if it exists.
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ImportArgs {
+    /// One log of rounds (`raw_trace_*.jsonl`, `sglang_decode_stats.jsonl`) and any
+    /// per-request files to join (`sglang_timing.jsonl`, `pytorch_request_stats.jsonl`).
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// The recording to write.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Replace `--out` if it exists.
+    #[arg(long)]
+    pub force: bool,
+    /// The rounds file's format (detected from its lines when not given).
+    #[arg(long, value_enum)]
+    pub format: Option<specscope::trace::nld::import::Format>,
+    /// What ran, for the status line ("SGLang LinearSpec, NLD-8B"); default: what the
+    /// log says.
+    #[arg(long)]
+    pub label: Option<String>,
+    /// A tokenizer.json, a directory holding one, or a hub id: the token ids the log
+    /// holds (rejected draft, verifier's token, version 2's accepted ids) get text.
+    #[arg(long)]
+    pub tokenizer: Option<String>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ExportArgs {
+    /// The recording to write out.
+    pub file: PathBuf,
+    /// The schema to write.
+    #[arg(long, value_enum, default_value = "linearspec-confidence")]
+    pub format: ExportFormat,
+    /// Where to write (default: standard output).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Replace `--out` if it exists.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// Schemas `trace export` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// The RecGuide confidence trace, schema version 2 (`linearspec_confidence_round`).
+    LinearspecConfidence,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -50,6 +117,14 @@ pub fn run(args: TraceArgs) -> Result<()> {
     match args.command {
         TraceCommand::Summary { file, json } => summary(file, json),
         TraceCommand::Record(a) => record(*a),
+        TraceCommand::Import(a) => import(a),
+        TraceCommand::Export(a) => export(a),
+        TraceCommand::Compare {
+            files,
+            json,
+            figure,
+            force,
+        } => compare(&files, json, figure.as_deref(), force),
     }
 }
 
@@ -63,6 +138,32 @@ fn summary(file: PathBuf, json: bool) -> Result<()> {
         outln!("{}", serde_json::to_string_pretty(&s)?);
     } else {
         let h = &trace.header;
+        if let Some(src) = &h.source {
+            outln!("{}: {}", file.display(), src.describe());
+            outln!("format {} · rounds from {}", src.format, src.rounds_file);
+            for j in &src.joined {
+                outln!("joined {j}");
+            }
+            if src.health_checks_dropped > 0 {
+                outln!(
+                    "health checks dropped: {} requests, {} rounds",
+                    src.health_checks_dropped,
+                    src.health_check_rounds_dropped
+                );
+            }
+            for a in &src.absent {
+                outln!("not in the log: {a}");
+            }
+            let assumed = trace
+                .events
+                .iter()
+                .filter(|e| {
+                    matches!(&e.event, TraceEvent::Session(SessionEvent::ImportedRound(r)) if r.forwards().is_none())
+                })
+                .count();
+            out!("{}", s.report_imported(assumed));
+            return Ok(());
+        }
         outln!(
             "{}: {} on {}, {}, risk margin < {}",
             file.display(),
@@ -166,5 +267,160 @@ fn record(args: RecordArgs) -> Result<()> {
     }
     let path = sink.rec.finish().context("cannot finish the recording")?;
     eprintln!("specscope: wrote {} ({} requests)", path.display(), id - 1);
+    Ok(())
+}
+
+/// An output that exists is replaced only with `--force`; never one of the inputs.
+fn check_out(out: &std::path::Path, force: bool, inputs: &[PathBuf]) -> Result<()> {
+    specscope::output::refuse_inputs(out, "--out", inputs)?;
+    anyhow::ensure!(
+        force || !out.exists(),
+        "--out {}: the file exists; pass --force to replace it",
+        out.display()
+    );
+    Ok(())
+}
+
+/// The tokenizer `--tokenizer` names: a file, a directory holding `tokenizer.json`, or
+/// a hub id.
+fn import_tokenizer(spec: &str) -> Result<tokenizers::Tokenizer> {
+    let p = std::path::Path::new(spec);
+    let path = if p.is_dir() {
+        p.join("tokenizer.json")
+    } else if p.exists() || spec.starts_with('.') || spec.starts_with('/') {
+        p.to_path_buf()
+    } else {
+        specscope::model::source::hub_tokenizer(spec, "main").with_context(|| {
+            format!("--tokenizer {spec}: not a file, a directory or a hub id it could fetch")
+        })?
+    };
+    let text = specscope::read_bounded(&path, 256 << 20)
+        .with_context(|| format!("--tokenizer: cannot read {}", path.display()))?;
+    tokenizers::Tokenizer::from_bytes(text.as_bytes())
+        .map_err(|e| anyhow::anyhow!("--tokenizer {}: {e}", path.display()))
+}
+
+fn import(args: ImportArgs) -> Result<()> {
+    check_out(&args.out, args.force, &args.files)?;
+    let opts = specscope::trace::nld::import::ImportOptions {
+        format: args.format,
+        label: args.label.clone(),
+    };
+    let mut trace = specscope::trace::nld::import::import(&args.files, &opts)?;
+    for w in &trace.warnings {
+        eprintln!("specscope: warning: {w}");
+    }
+    if let Some(spec) = &args.tokenizer {
+        let tok = import_tokenizer(spec)?;
+        trace.header.tokenizer_hash = String::new();
+        // Only ids the tokenizer has: another model's ids past its vocabulary stay
+        // numbers rather than take an empty text.
+        specscope::trace::nld::import::add_token_texts(&mut trace, |id| {
+            tok.id_to_token(id)?;
+            tok.decode(&[id], false).ok()
+        });
+    }
+    let text = specscope::trace::writer::encode_trace(&trace)?;
+    specscope::output::write_whole(&args.out, &text)?;
+    let s = Summary::of(trace.events.iter().map(|e| &e.event));
+    let src = trace.header.source.as_ref();
+    eprintln!(
+        "specscope: wrote {} ({} requests, {} rounds, {} tokens; {})",
+        args.out.display(),
+        s.requests,
+        s.tally.rounds,
+        s.tally.new_tokens,
+        src.map_or(String::new(), |s| s.format.clone())
+    );
+    Ok(())
+}
+
+fn export(args: ExportArgs) -> Result<()> {
+    let ExportFormat::LinearspecConfidence = args.format;
+    if let Some(out) = &args.out {
+        check_out(out, args.force, std::slice::from_ref(&args.file))?;
+    }
+    let trace = read_trace(&args.file)?;
+    for w in &trace.warnings {
+        eprintln!("specscope: warning: {w}");
+    }
+    let lines = specscope::trace::nld::export::confidence_lines(&trace)?;
+    let mut text = lines.join("\n");
+    if !text.is_empty() {
+        text.push('\n');
+    }
+    match &args.out {
+        Some(out) => {
+            specscope::output::write_whole(out, &text)?;
+            eprintln!(
+                "specscope: wrote {} ({} rounds)",
+                out.display(),
+                lines.len()
+            );
+        }
+        None => out!("{text}"),
+    }
+    Ok(())
+}
+
+/// Where a recording's rounds came from, in words: imported, simulated or decoded; and
+/// in a word, for a figure's panel.
+fn source_label(file: &std::path::Path, h: &specscope::trace::TraceHeader) -> (String, String) {
+    let name = file.file_name().map_or_else(
+        || file.display().to_string(),
+        |f| f.to_string_lossy().into_owned(),
+    );
+    let (what, short) = match &h.source {
+        Some(src) => (format!("{} (imported log)", src.label), "NLD log"),
+        None if h.model.starts_with(specscope::sim::PREFIX) => (
+            format!("{} (simulated)", specscope::sim::LABEL),
+            "simulated",
+        ),
+        None if h.model.starts_with("bundled:") => {
+            ("bundled drill model (decoded here)".into(), "drill model")
+        }
+        None => (format!("{} (decoded here)", h.model), "decoded"),
+    };
+    (format!("{what}: {name}"), short.to_string())
+}
+
+fn compare(
+    files: &[PathBuf],
+    json: bool,
+    figure: Option<&std::path::Path>,
+    force: bool,
+) -> Result<()> {
+    if let Some(f) = figure {
+        check_out(f, force, files)?;
+    }
+    let mut all = Vec::new();
+    for f in files {
+        let trace = read_trace(f)?;
+        for w in &trace.warnings {
+            eprintln!("specscope: warning: {w}");
+        }
+        let (label, short) = source_label(f, &trace.header);
+        all.push(specscope::trace::nld::compare::acceptance(
+            &trace, label, short,
+        )?);
+    }
+    if let Some(f) = figure {
+        let a = specscope::plot::data::Acceptance {
+            what: "imported logs, decoded and simulated recordings side by side".into(),
+            families: all.iter().map(|a| a.hist.clone()).collect(),
+        };
+        let names: Vec<String> = all.iter().map(|a| a.source.clone()).collect();
+        let caption = format!("source: `specscope trace compare` of {}", names.join(" · "));
+        let (theme, _) = specscope::tui::theme::Theme::load("light", None);
+        let svg =
+            specscope::plot::acceptance_figure(&a, &caption, &super::plot::palette_of(&theme))?;
+        specscope::output::write_whole(f, &svg)?;
+        eprintln!("specscope: wrote {}", f.display());
+    }
+    if json {
+        outln!("{}", serde_json::to_string_pretty(&all)?);
+    } else {
+        out!("{}", specscope::trace::nld::compare::table(&all));
+    }
     Ok(())
 }

@@ -416,6 +416,11 @@ fn hub_files(id: &str, revision: &str) -> Result<ModelFiles> {
     })
 }
 
+/// A hub model's `tokenizer.json` alone (the HF cache first; no weights are fetched).
+pub fn hub_tokenizer(id: &str, revision: &str) -> Result<PathBuf> {
+    HubFetcher::new(id, revision)?.get("tokenizer.json")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

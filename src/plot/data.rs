@@ -18,7 +18,8 @@ pub struct Hist {
 }
 
 impl Hist {
-    fn add(&mut self, advance: usize, full: bool) {
+    /// Counts a round that advanced `advance` tokens, whole block (`full`) or not.
+    pub fn add(&mut self, advance: usize, full: bool) {
         let v = if full {
             &mut self.full
         } else {

@@ -13,6 +13,12 @@ use serde::Deserialize;
 
 pub use draw::Palette;
 
+/// Figure 1's drawing (tokens advanced per round, a panel per histogram) for other
+/// inputs: `trace compare` draws one panel per recording.
+pub fn acceptance_figure(a: &data::Acceptance, caption: &str, pal: &Palette) -> Result<String> {
+    draw::acceptance(a, caption, pal)
+}
+
 use crate::bench::sweep::BenchResult;
 use crate::engine::cost::{CostModel, Profile, ProfilePoint};
 use crate::engine::events::{round_records, RoundRecord};
@@ -237,7 +243,12 @@ pub fn read_recording(path: &Path) -> Result<RecordingFile> {
             TraceEvent::Session(_) => None,
         })
         .collect();
-    let rounds = round_records(events);
+    let mut rounds = round_records(events);
+    // An imported log's rounds, as far as it holds them.
+    rounds.extend(t.events.iter().filter_map(|s| match &s.event {
+        TraceEvent::Session(crate::trace::SessionEvent::ImportedRound(r)) => Some(r.record()),
+        _ => None,
+    }));
     if rounds.is_empty() {
         bail!("{}: the recording holds no verified rounds", path.display());
     }
@@ -385,7 +396,13 @@ pub fn figures(inputs: &Inputs, pal: &Palette) -> Result<Vec<Figure>> {
         )?;
     }
     // 6. Branch hit rates, and the draft at the first rejection.
-    if let Some(r) = rec {
+    // (Not for a recording with neither: an imported log holds no rows or margins.)
+    let rows_or_margins = |r: &RecordingFile| {
+        r.rounds
+            .iter()
+            .any(|x| !x.built.is_empty() || x.margin_at_reject.is_some())
+    };
+    if let Some(r) = rec.filter(|r| rows_or_margins(r)) {
         let b = data::branches_from_rounds(&r.rounds, &r.what);
         let f = data::first_reject(&r.rounds);
         let f = (f.rejects() > 0).then_some(f);

@@ -4,6 +4,7 @@
 //! The live screen, the replayer and `trace summary` all consume [`TraceEvent`]s, so a
 //! replay is the same reducer fed from a file.
 
+pub mod nld;
 pub mod order;
 pub mod reader;
 pub mod summary;
@@ -52,6 +53,9 @@ pub struct TraceHeader {
     /// The command line and machine that made the recording (empty in older files).
     pub command: String,
     pub machine: String,
+    /// An imported log's origin (`trace import`); absent in recordings specscope made.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<nld::ImportSource>,
 }
 
 impl<'de> Deserialize<'de> for TraceHeader {
@@ -81,6 +85,8 @@ impl<'de> Deserialize<'de> for TraceHeader {
             command: String,
             #[serde(default)]
             machine: String,
+            #[serde(default)]
+            source: Option<nld::ImportSource>,
             // Event version 1.
             mode: Option<Mode>,
             block_policy: Option<Blocks>,
@@ -117,6 +123,7 @@ impl<'de> Deserialize<'de> for TraceHeader {
             cost_profile: r.cost_profile,
             command: r.command,
             machine: r.machine,
+            source: r.source,
         })
     }
 }
@@ -161,6 +168,7 @@ impl TraceHeader {
             cost_profile: String::new(),
             command: String::new(),
             machine: String::new(),
+            source: None,
         }
     }
 }
@@ -184,6 +192,10 @@ pub enum SessionEvent {
     ChatCleared,
     /// Statistics of the whole session (always the last line of a finished file).
     SessionEnd { summary: Box<Summary> },
+    /// A request of an imported log (`trace import`), before its rounds.
+    ImportedRequest(nld::ImportedRequest),
+    /// A round of an imported log, with the source line's fields.
+    ImportedRound(Box<nld::ImportedRound>),
 }
 
 /// One line of a recording after the header.
@@ -215,7 +227,14 @@ pub struct Stamped {
 }
 
 /// The `kind`s of [`SessionEvent`].
-pub const SESSION_KINDS: &[&str] = &["user_message", "token_text", "chat_cleared", "session_end"];
+pub const SESSION_KINDS: &[&str] = &[
+    "user_message",
+    "token_text",
+    "chat_cleared",
+    "session_end",
+    "imported_request",
+    "imported_round",
+];
 
 /// FNV-1a 64-bit hash, hex (identifies a tokenizer file without a crypto dependency).
 pub fn fnv1a_hex(bytes: &[u8]) -> String {

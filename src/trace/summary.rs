@@ -8,7 +8,11 @@ use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
 
-use super::TraceEvent;
+use super::nld::ImportedRound;
+use super::{SessionEvent, TraceEvent};
+
+/// The family an imported log's rounds count under.
+pub const IMPORTED_FAMILY: &str = "imported";
 use crate::engine::events::{
     count_in, hist_mean, ratio, Assembler, DecodeEvent, OrderError, Phase, RequestId, Round,
     StopReason, Tally,
@@ -265,6 +269,51 @@ impl Summary {
         s
     }
 
+    /// The report of an imported log: what it counts, and how its forwards were
+    /// counted (`assumed`: rounds whose log holds no forward count).
+    pub fn report_imported(&self, assumed: usize) -> String {
+        let t = &self.tally;
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "requests {}  rounds {}  tokens {}  mean tokens per round {:.2}",
+            self.requests,
+            t.rounds,
+            t.new_tokens,
+            t.mean_accept()
+        );
+        let how = if assumed == 0 {
+            "as the log counts them".to_string()
+        } else if assumed == t.rounds {
+            format!(
+                "{} per round, LinearSpec's draft and verify: the log counts none",
+                super::nld::LINEARSPEC_FORWARDS
+            )
+        } else {
+            format!("the log's, and 2 per round for the {assumed} rounds it does not count")
+        };
+        let _ = writeln!(
+            s,
+            "TPF {:.2} decode-only ({} tokens / {} forwards; forwards {how})",
+            self.tpf(),
+            t.decode_tokens,
+            self.forwards.decode
+        );
+        if !t.blocks.is_empty() {
+            let b: Vec<String> = t.blocks.iter().map(|(b, n)| format!("B{b}: {n}")).collect();
+            let _ = writeln!(s, "block sizes  {}", b.join("  "));
+        }
+        let hist: Vec<String> = t
+            .accept_hist
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n > 0)
+            .map(|(a, n)| format!("{a}:{n}"))
+            .collect();
+        let _ = writeln!(s, "tokens per round histogram  {}", hist.join(" "));
+        s
+    }
+
     /// The summary of a sequence of events.
     pub fn of<'a>(events: impl IntoIterator<Item = &'a TraceEvent>) -> Summary {
         let mut b = SummaryBuilder::default();
@@ -313,8 +362,31 @@ impl SummaryBuilder {
                 // An event out of round order is left out (`trace::validate` refuses it).
                 let _out_of_order = self.push_decode(d);
             }
+            TraceEvent::Session(SessionEvent::ImportedRequest(_)) => {
+                self.done.requests += 1;
+                // A log holds what its requests did; none is still answering.
+                self.done.finished += 1;
+            }
+            TraceEvent::Session(SessionEvent::ImportedRound(r)) => self.push_imported(r),
             TraceEvent::Session(_) => {}
         }
+    }
+
+    /// An imported round counts what its log says it emitted, its forwards the log's
+    /// (or LinearSpec's draft and verify where the log has no count).
+    fn push_imported(&mut self, r: &ImportedRound) {
+        let s = &mut self.done;
+        let (emitted, block) = (r.emitted(), r.block());
+        let t = &mut s.tally;
+        t.rounds += 1;
+        t.new_tokens += emitted;
+        t.decode_tokens += emitted;
+        count_in(&mut t.accept_hist, emitted);
+        *t.blocks.entry(block).or_default() += 1;
+        s.forwards.decode += r.forwards_or_linearspec() as usize;
+        let f = s.families.entry(IMPORTED_FAMILY.into()).or_default();
+        f.rounds += 1;
+        count_in(&mut f.hist, emitted);
     }
 
     /// The statistics rebuilt so far of a request still open.

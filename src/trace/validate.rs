@@ -418,7 +418,12 @@ pub fn summary(s: &Summary, lines: usize) -> Result<()> {
     at_most("errors", s.errors, lines)?;
     tally(&s.tally, lines, s.requests)?;
     ms("forwards.ms", s.forwards.ms)?;
-    at_most("forwards.decode", s.forwards.decode, lines)?;
+    // An imported round's line may count several forwards (its log's).
+    at_most(
+        "forwards.decode",
+        s.forwards.decode,
+        lines.saturating_mul(super::nld::import::MAX_ROUND_FORWARDS as usize),
+    )?;
     at_most("forwards.prefill", s.forwards.prefill, lines)?;
     for (fam, f) in &s.families {
         at_most(&format!("families.{fam}.hist"), f.hist.len(), MAX_BLOCK + 1)?;
@@ -432,7 +437,10 @@ pub fn session(e: &SessionEvent, lines: usize) -> Result<()> {
     match e {
         SessionEvent::TokenText { tokens } => at_most("tokens", tokens.len(), 1 << 22),
         SessionEvent::SessionEnd { summary: s } => summary(s, lines),
-        SessionEvent::UserMessage { .. } | SessionEvent::ChatCleared => Ok(()),
+        SessionEvent::UserMessage { .. }
+        | SessionEvent::ChatCleared
+        | SessionEvent::ImportedRequest(_) => Ok(()),
+        SessionEvent::ImportedRound(r) => super::nld::import::check_round(r),
     }
 }
 

@@ -291,6 +291,26 @@ impl Drop for Recorder {
     }
 }
 
+/// A whole recording as text (header, stamped events, then the closing summary):
+/// what `trace import` writes in one piece.
+pub fn encode_trace(trace: &super::Trace) -> Result<String> {
+    let mut out = serde_json::to_string(&trace.header).context("cannot serialise the header")?;
+    out.push('\n');
+    let (mut t, mut seq) = (0.0, 0);
+    for s in &trace.events {
+        out.push_str(&encode_line(s.t, s.seq, &s.event)?);
+        out.push('\n');
+        (t, seq) = (s.t, s.seq + 1);
+    }
+    let summary = super::Summary::of(trace.events.iter().map(|s| &s.event));
+    let end = TraceEvent::Session(SessionEvent::SessionEnd {
+        summary: Box::new(summary),
+    });
+    out.push_str(&encode_line(t, seq, &end)?);
+    out.push('\n');
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,6 +14,7 @@ mod dtype;
 mod e2e_tmux;
 mod engine;
 mod lossless;
+mod nld;
 mod plot;
 mod sim;
 mod tokenizer;

@@ -10,7 +10,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use super::live::Ended;
 use super::{input_msg, Pacer, Screen, Signals, TermInput, Ui, FRAME};
 use crate::engine::events::DecodeEvent;
-use crate::trace::{Stamped, Trace, TraceEvent};
+use crate::trace::{SessionEvent, Stamped, Trace, TraceEvent};
 use crate::tui::action::Action;
 use crate::tui::state::{
     update, Effect, Level, Msg, ReplayPace, ReplayStatus, State, DEFAULT_REPLAY_PACE, REPLAY_PACES,
@@ -21,6 +21,7 @@ const IDLE_LIMIT: f64 = 1.0;
 
 fn ends_round(e: &Stamped) -> bool {
     matches!(e.event, TraceEvent::Decode(DecodeEvent::Committed { round, .. }) if round > 0)
+        || matches!(e.event, TraceEvent::Session(SessionEvent::ImportedRound(_)))
 }
 
 /// A recording played back through the reducer.

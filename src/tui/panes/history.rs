@@ -62,7 +62,7 @@ fn how_measured(ar_measured: bool) -> &'static str {
 /// The speed of drafting against AR steps here, in words (None until measured, and
 /// for a simulated backbone, whose forwards take no model's time).
 pub fn speed_words(s: &State) -> Option<(String, bool)> {
-    if s.session.simulated() {
+    if s.session.untimed() {
         return None;
     }
     let c = s.stats.speed.comparison()?;
@@ -102,6 +102,14 @@ pub fn bar_style(r: &RoundView, t: &Theme) -> Style {
     if let Some(share) = r.ar_agreement() {
         // Block diffusion: whole when AR would have said every token.
         return if share >= 1.0 {
+            t.bar_full
+        } else {
+            t.bar_partial
+        };
+    }
+    if let Some(i) = &r.imported {
+        // The whole block emitted (drafts and the verifier's token).
+        return if i.emitted() >= i.block() {
             t.bar_full
         } else {
             t.bar_partial
@@ -404,8 +412,9 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme) {
             t.text,
         ),
     ]);
-    // A simulator's tokens per second time the simulator, not a model.
-    if !s.session.simulated() {
+    // A simulator's tokens per second time the simulator, not a model; an imported
+    // log's forwards ran elsewhere.
+    if !s.session.untimed() {
         rate.push_span(Span::styled("tok/s ", t.dim));
         rate.push_span(Span::styled(sparkline(&tps, w), t.continuation));
         rate.push_span(Span::styled(

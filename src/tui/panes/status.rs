@@ -79,6 +79,9 @@ fn short_model_name(model: &str) -> String {
     if model.starts_with(crate::sim::PREFIX) {
         return "simulated NLD-8B".to_string();
     }
+    if model.starts_with(crate::trace::nld::IMPORTED_PREFIX) {
+        return "imported log".to_string();
+    }
     let name = model.strip_prefix("bundled:").unwrap_or(model);
     name.trim_end_matches('/')
         .rsplit('/')
@@ -363,7 +366,12 @@ fn draw_with(
             )
             .ranked(
                 [
-                    format!("{:.0} tok/s (session)", sm.tokens_per_sec()),
+                    // No tokens per second where no forward was timed here.
+                    if s.session.untimed() {
+                        String::new()
+                    } else {
+                        format!("{:.0} tok/s (session)", sm.tokens_per_sec())
+                    },
                     String::new(),
                 ],
                 t.status,

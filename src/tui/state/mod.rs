@@ -112,6 +112,8 @@ pub struct RequestInfo {
     pub stop: Option<StopReason>,
     /// It decodes by block diffusion (for its whole life: see `change_options`).
     pub diffusing: bool,
+    /// An imported log's request: tokens its rounds emitted so far.
+    pub imported_tokens: Option<usize>,
 }
 
 /// The help overlay's pages, in order (`clap::ValueEnum` only for the list).
@@ -171,6 +173,8 @@ pub struct Session {
     /// Requests started and not finished.
     pub live: Vec<RequestId>,
     pub token_text: HashMap<u32, String>,
+    /// An imported log's origin (a replay of `trace import`'s recording).
+    pub source: Option<crate::trace::nld::ImportSource>,
 }
 
 impl Session {
@@ -178,6 +182,12 @@ impl Session {
     /// no speed of this machine is shown.
     pub fn simulated(&self) -> bool {
         self.model.starts_with(crate::sim::PREFIX)
+    }
+
+    /// No clock of this machine times the session's forwards (a simulator, or an
+    /// imported log whose forwards ran elsewhere): no tokens per second are shown.
+    pub fn untimed(&self) -> bool {
+        self.simulated() || self.source.is_some()
     }
 
     /// The request being answered (the newest live one).
@@ -235,6 +245,7 @@ impl State {
                 requests: HashMap::new(),
                 live: Vec::new(),
                 token_text: HashMap::new(),
+                source: None,
             },
             chat: Chat::default(),
             rounds: Rounds::default(),
@@ -258,6 +269,15 @@ impl State {
     /// The same with what prices the policy's decisions, for the status line.
     pub fn with_prices(mut self, prices: &str) -> Self {
         self.session.prices = prices.to_string();
+        self
+    }
+
+    /// The same replaying an imported log: the status line says where it came from.
+    pub fn with_source(mut self, source: Option<crate::trace::nld::ImportSource>) -> Self {
+        if let Some(src) = &source {
+            self.session.model = src.describe();
+        }
+        self.session.source = source;
         self
     }
 
@@ -394,7 +414,7 @@ fn on_event(s: &mut State, t: f64, event: TraceEvent) {
     };
     s.stats.push(t, &event, block);
     let e = match event {
-        TraceEvent::Session(se) => return on_session(s, se),
+        TraceEvent::Session(se) => return on_session(s, t, se),
         TraceEvent::Decode(e) => e,
     };
     show_round(s, t, &e);
@@ -421,6 +441,7 @@ fn on_event(s: &mut State, t: f64, event: TraceEvent) {
                     family: family.unwrap_or_else(|| "chat".into()),
                     stop: None,
                     diffusing: mode == crate::engine::Mode::Diffusion,
+                    imported_tokens: None,
                 },
             );
             s.session.live.push(req);
@@ -508,7 +529,7 @@ fn split_by_origin(
     }
 }
 
-fn on_session(s: &mut State, e: SessionEvent) {
+fn on_session(s: &mut State, t: f64, e: SessionEvent) {
     match e {
         SessionEvent::UserMessage {
             req,
@@ -530,5 +551,45 @@ fn on_session(s: &mut State, e: SessionEvent) {
             s.chat.scroll_back = 0;
         }
         SessionEvent::SessionEnd { .. } => {}
+        SessionEvent::ImportedRequest(r) => {
+            let id = r.request_id.as_deref().unwrap_or("(the log names none)");
+            s.session.requests.insert(
+                r.req,
+                RequestInfo {
+                    label: s.session.options.label(),
+                    started: s.session.options.label(),
+                    family: crate::trace::summary::IMPORTED_FAMILY.into(),
+                    stop: None,
+                    diffusing: false,
+                    imported_tokens: Some(0),
+                },
+            );
+            s.chat
+                .transcript
+                .push(Turn::user(r.req, format!("imported request {id}")));
+            if let Some(turn) = s.chat.answer_of(r.req) {
+                turn.status = TurnStatus::Streaming;
+            }
+        }
+        SessionEvent::ImportedRound(r) => {
+            let (req, round, emitted) = (r.req, r.round, r.emitted());
+            let view = s.rounds.get_mut(req, round, t);
+            view.block_size = Some(r.block());
+            view.imported = Some(r);
+            let Some(tokens) = s
+                .session
+                .requests
+                .get_mut(&req)
+                .and_then(|i| i.imported_tokens.as_mut())
+            else {
+                return;
+            };
+            *tokens += emitted;
+            let text =
+                format!("{round} rounds · {tokens} tokens (the log holds counts, not the text)");
+            if let Some(turn) = s.chat.answer_of(req) {
+                turn.text = text;
+            }
+        }
     }
 }

@@ -64,6 +64,8 @@ pub struct RoundView {
     pub committed: Vec<u32>,
     /// Block diffusion's canvas (a diffusion round has no draft or verdict).
     pub diffusion: Option<DiffusionView>,
+    /// A round of an imported log: what the log says, and nothing else.
+    pub imported: Option<Box<crate::trace::nld::ImportedRound>>,
 }
 
 impl RoundView {
@@ -122,12 +124,16 @@ impl RoundView {
             outcome: None,
             committed: Vec::new(),
             diffusion: None,
+            imported: None,
         }
     }
 
     /// Tokens the round advanced (accepted drafts + 1), once verified.
     pub fn advance(&self) -> Option<usize> {
-        self.verdict.as_ref().map(|v| v.accepted + 1)
+        self.verdict
+            .as_ref()
+            .map(|v| v.accepted + 1)
+            .or_else(|| self.imported.as_ref().map(|r| r.emitted()))
     }
 
     /// The answer ended inside this round's block (EOS or the token limit), before
@@ -180,12 +186,15 @@ impl RoundView {
 
     /// Finished: verified, or (block diffusion) written to the cache.
     pub fn settled(&self) -> bool {
-        self.verdict.is_some() || self.ar_agreement().is_some()
+        self.verdict.is_some() || self.ar_agreement().is_some() || self.imported.is_some()
     }
 
     /// Something to show: a draft, a verdict (an AR step has no draft), a canvas.
     pub fn has_content(&self) -> bool {
-        !self.block.is_empty() || self.verdict.is_some() || self.diffusion.is_some()
+        !self.block.is_empty()
+            || self.verdict.is_some()
+            || self.diffusion.is_some()
+            || self.imported.is_some()
     }
 }
 

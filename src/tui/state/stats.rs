@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 
 use crate::engine::events::{ratio, DecodeEvent, Origin, Phase};
 use crate::trace::summary::{Summary, SummaryBuilder};
-use crate::trace::TraceEvent;
+use crate::trace::{SessionEvent, TraceEvent};
 
 use super::rounds::MAX_ROUNDS;
 
@@ -114,7 +114,19 @@ impl Stats {
     /// Counts an event; `block` is the size of the round a commit ends.
     pub fn push(&mut self, t: f64, event: &TraceEvent, block: Option<usize>) {
         self.summary.push(event);
-        let TraceEvent::Decode(e) = event else { return };
+        let e = match event {
+            TraceEvent::Decode(e) => e,
+            TraceEvent::Session(SessionEvent::ImportedRequest(_)) => {
+                self.current = self.summary.summary();
+                return;
+            }
+            TraceEvent::Session(SessionEvent::ImportedRound(_)) => {
+                self.current = self.summary.summary();
+                self.sample(t);
+                return;
+            }
+            TraceEvent::Session(_) => return,
+        };
         match e {
             DecodeEvent::Forward { phase, ms, .. } => self.speed.forward(*phase, *ms),
             DecodeEvent::BlockChosen { reason, .. } => {
@@ -151,18 +163,23 @@ impl Stats {
         }
         if let DecodeEvent::Committed { round, .. } = e {
             if *round > 0 {
-                let sm = &self.current;
-                self.samples.push_back(Sample {
-                    t,
-                    tokens: sm.tally.new_tokens,
-                    decode_tokens: sm.tally.decode_tokens,
-                    decode_forwards: sm.forwards.decode,
-                    forward_ms: sm.forwards.ms,
-                });
-                if self.samples.len() > MAX_ROUNDS {
-                    self.samples.pop_front();
-                }
+                self.sample(t);
             }
+        }
+    }
+
+    /// A point of the throughput timeline after a round.
+    fn sample(&mut self, t: f64) {
+        let sm = &self.current;
+        self.samples.push_back(Sample {
+            t,
+            tokens: sm.tally.new_tokens,
+            decode_tokens: sm.tally.decode_tokens,
+            decode_forwards: sm.forwards.decode,
+            forward_ms: sm.forwards.ms,
+        });
+        if self.samples.len() > MAX_ROUNDS {
+            self.samples.pop_front();
         }
     }
 }

@@ -572,3 +572,55 @@ fn branch_rows_are_never_cut_in_the_middle() {
     }
     assert!(rows_seen > 100, "the demo shows branch rows ({rows_seen})");
 }
+
+/// A round of a real NLD log (the SGLang confidence-trace fixture) at 80×24: the block
+/// with its accepted confidences and the rejected draft marked in the rejected
+/// style, the verifier's token's rank in the draft, the source on the status line of
+/// a wide screen, and no tokens per second (its forwards ran elsewhere).
+#[test]
+fn an_imported_round_shows_what_nld_did() {
+    use specscope::trace::nld::import::{import, ImportOptions};
+    let theme = Theme::dark();
+    let file = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/nld/raw_trace_gsm8k.head12.jsonl");
+    let trace = import(
+        &[file],
+        &ImportOptions {
+            label: Some("SGLang LinearSpec, NLD-8B".into()),
+            ..ImportOptions::default()
+        },
+    )
+    .unwrap();
+    let h = &trace.header;
+    let mut s = State::new(&h.model, &h.device, h.options.clone()).with_source(h.source.clone());
+    // Up to line 8: request 191e…'s first round, one accepted draft (.9986), the
+    // reject at 2 where the verifier's token was the draft's 2nd choice.
+    for e in trace.events.iter().take_while(
+        |e| !matches!(&e.event, TraceEvent::Session(SessionEvent::ImportedRound(r)) if r.line > 8),
+    ) {
+        feed(&mut s, e.t, e.event.clone());
+    }
+    let buf = draw(&s, &theme, 80, 24);
+    let text = screen_text(&buf);
+    assert!(
+        text.contains("block 16 · LinearSpec, from its log"),
+        "{text}"
+    );
+    assert!(text.contains("✓ accepted 1 of 15"), "{text}");
+    assert!(text.contains("first reject at 2:"), "{text}");
+    assert!(text.contains("the draft's 2nd"), "{text}");
+    assert!(!text.contains("tok/s"), "{text}");
+    let (x, y) = find_text(&buf, &format!("{REJECT_GLYPH}⟨2190⟩")).expect("the rejected draft");
+    assert_eq!(buf[(x, y)].bg, theme.rejected.bg.unwrap());
+    assert_eq!(buf[(x, y)].fg, theme.rejected.fg.unwrap());
+    let (x, y) = find_text(&buf, "1.00").expect("the accepted draft's confidence");
+    assert_eq!(buf[(x, y)].fg, theme.dim.fg.unwrap());
+    // The history pane draws the round's bar.
+    assert!(text.contains("history · 6 rounds"), "{text}");
+    let wide = screen_text(&draw(&s, &theme, 180, 40));
+    assert!(
+        wide.contains("imported: SGLang LinearSpec, NLD-8B (from its log)"),
+        "{wide}"
+    );
+    assert!(wide.contains("not in this log:"), "{wide}");
+}

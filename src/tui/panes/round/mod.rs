@@ -22,10 +22,12 @@ use crate::tui::theme::Theme;
 
 mod branches;
 mod diffusion;
+mod imported;
 
 use branches::branch_lines;
 use diffusion::{diffusion_inspector, diffusion_lines};
 pub use diffusion::{DIVERGE_GLYPH, MASK_GLYPH};
+use imported::imported_sections;
 
 /// The glyph in front of a risky position's margin.
 pub const RISKY_GLYPH: &str = "!";
@@ -481,6 +483,9 @@ fn lines_as_groups(lines: Vec<Line<'static>>) -> Vec<Group> {
 /// Sections of the round pane, most important first: what must show (the decision,
 /// the draft, the verdict) and what shows as room allows.
 fn sections(r: &RoundView, s: &State, t: &Theme, width: usize) -> Sections {
+    if let Some(i) = &r.imported {
+        return imported_sections(i, s, t, width);
+    }
     if let Some(d) = &r.diffusion {
         let (lines, outcome) = diffusion_lines(r, d, s, t, width);
         let inspected = s.rounds.selected.map(|p| {
@@ -593,6 +598,10 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme, keys: &Keymap) {
     if s.status.paused {
         // The status line says paused too.
         title = title.part(["⏸ paused ", "⏸ "], t.warning);
+    }
+    if s.session.source.is_some() {
+        // An imported log's round: NLD decoded it, specscope only shows it.
+        title = title.part(["imported from its log ", "imported ", ""], t.dim);
     }
     if s.session.model.starts_with(crate::sim::PREFIX) {
         // A simulated backbone's rounds are never a model's: the title says so.
