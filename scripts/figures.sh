@@ -23,20 +23,20 @@ limit="${LIMIT:-4}"
 
 "$bin" bench --configs ar,linear,recguide,recguide-throughput --blocks 8,16,32 \
   --concurrency "$conc" --limit "$limit" --max-new-tokens 128 --repeats 2 --requests-per-slot 0 \
-  --cost-profile cpu --json "$data/bench-cpu.json"
+  --cost-profile cpu --force --json "$data/bench-cpu.json"
 "$bin" bench --configs ar,linear,recguide --blocks 8,16,32 \
   --concurrency "$conc" --limit "$limit" --max-new-tokens 128 --requests-per-slot 0 \
-  --cost-profile b200-nld8b --json "$data/bench-b200.json"
+  --cost-profile b200-nld8b --force --json "$data/bench-b200.json"
 # The default chat's options (the paper preset), 10 held-out prompts per family.
-"$bin" trace record --limit 10 --out "$data/session.jsonl"
+"$bin" trace record --limit 10 --force --out "$data/session.jsonl"
 # Forward latency depends on the architecture, not the weights: KEEP_PROFILE=1 keeps
 # the measured profile.json when only the weights changed.
 if [ "${KEEP_PROFILE:-0}" != 1 ] || [ ! -f "$data/profile.json" ]; then
   "$bin" profile --rows 1,2,4,8 --tokens 1,4,8,16,32 --cache 256,1024 --repeats 5 \
-    --json "$data/profile.json"
+    --force --json "$data/profile.json"
 fi
 
 "$bin" plot --bench "$data/bench-cpu.json" --recording "$data/session.jsonl" \
-  --profile "$data/profile.json" --out "$out"
-"$bin" plot --bench "$data/bench-b200.json" --out "$out/b200-modeled"
+  --profile "$data/profile.json" --out "$out" --force
+"$bin" plot --bench "$data/bench-b200.json" --out "$out/b200-modeled" --force
 ls "$out" "$out/b200-modeled"

@@ -39,8 +39,20 @@ start_all=$(date +%s)
 out="${1:-gpu-check-$(date -u +%Y%m%d-%H%M%S)}"
 device="${GPU_CHECK_DEVICE:-cuda}"
 budget="${BUDGET:-480}"
-mkdir -p "$out"
-out="$(cd "$out" && pwd)"
+# Inputs checked before anything runs: BUDGET reaches shell arithmetic (where text is
+# evaluated), and the report must land in a directory of its own.
+die() {
+  echo "gpu-check: $*" >&2
+  exit 2
+}
+[[ "$budget" =~ ^[0-9]{1,6}$ ]] || die "BUDGET=$budget: a whole number of seconds (e.g. 480)"
+[ "$budget" -ge 60 ] || die "BUDGET=$budget: under 60 s no step fits"
+case "$device" in cuda | cpu) ;; *) die "GPU_CHECK_DEVICE=$device: cuda or cpu" ;; esac
+case "${GPU:-h100}" in b200 | h200 | h100) ;; *) die "GPU=$GPU: b200, h200 or h100" ;; esac
+[ ! -e "$out" ] || [ -d "$out" ] || die "$out exists and is not a directory: name a directory for the report"
+mkdir -p "$out" || die "cannot create the directory $out"
+out="$(cd "$out" && pwd)" || die "cannot enter $out"
+[ -w "$out" ] || die "cannot write in $out"
 log="$out/steps.log"
 : >"$log"
 bin="${SPECSCOPE_BIN:-target-cuda/release/specscope}"
@@ -168,16 +180,17 @@ model_args=(--device "$device")
 synth="$work/$geometry"
 
 step env bash -c env_info
-step check "$bin" check "${model_args[@]}" "${check_args[@]}" --json "$out/check.json"
+step check "$bin" check "${model_args[@]}" "${check_args[@]}" --force --json "$out/check.json"
 step synthetic "$bin" synthetic "$synth" --geometry "$geometry" --force
 step latency "$bin" profile --model "$synth" --device "$device" "${latency_args[@]}" \
-  --roofline "$GPU" --json "$out/latency.json"
+  --roofline "$GPU" --force --json "$out/latency.json"
 step profile "$bin" profile --model "$synth" --device "$device" "${profile_args[@]}" \
-  --roofline "$GPU" --json "$out/profile.json"
+  --roofline "$GPU" --force --json "$out/profile.json"
 cost=("--cost-profile" "$GPU-nld8b")
 step bench "$bin" bench --model "$synth" --device "$device" --configs ar,linear,recguide \
-  --requests-per-slot 0 "${bench_args[@]}" "${cost[@]}" --json "$out/bench.json"
+  --requests-per-slot 0 "${bench_args[@]}" "${cost[@]}" --force --json "$out/bench.json"
 
+# A skipped or failed step fails the check: a report with no step run is no check.
 failed=0
 for s in "${states[@]}"; do [ "$s" = ok ] || failed=$((failed + 1)); done
 {

@@ -20,10 +20,10 @@ one() { # one GLOB: the single file a glob names
   [ -f "${m[0]}" ] || { echo "missing: $1" >&2; exit 1; }
   echo "${m[0]}"
 }
-imp() { # imp NAME LABEL FILE...
+imp() { # imp NAME LABEL FILE...: the eval's requests (a server's warm-up dropped)
   local name=$1 label=$2
   shift 2
-  "$BIN" trace import "$@" --label "$label" --out "$OUT/$name.jsonl" --force
+  "$BIN" trace import "$@" --joined-only --label "$label" --out "$OUT/$name.jsonl" --force
 }
 art() { one "$R/$1/*/eval_runs/gsm8k/*/artifacts/gsm8k/$2"; }
 trace() { one "$R/$1/*/traces/raw_trace_gsm8k.jsonl"; }
@@ -44,11 +44,10 @@ imp 6-sglang-lora-graph-stats "SGLang LinearSpec block stats, NLD-8B, LoRA draft
 
 # The same block size on this repository's models: the drill model over every held-out
 # math prompt, the simulator over 20 of them (its answers run 256 to 1535 tokens).
-rm -f "$OUT/7-drill-b16.jsonl" "$OUT/8-sim-b16.jsonl"
 "$BIN" trace record --mode linear --block 16 --prompts assets/prompts/math.jsonl \
-  --out "$OUT/7-drill-b16.jsonl"
+  --out "$OUT/7-drill-b16.jsonl" --force
 "$BIN" trace record --model sim:nld-8b --mode linear --block 16 \
-  --prompts assets/prompts/math.jsonl --limit 20 --out "$OUT/8-sim-b16.jsonl"
+  --prompts assets/prompts/math.jsonl --limit 20 --out "$OUT/8-sim-b16.jsonl" --force
 
 "$BIN" trace compare "$OUT"/[1-8]-*.jsonl
 # The figure: the log that holds every field (PyTorch, schema version 2), the drill

@@ -20,7 +20,7 @@ loads=1,2,4,8,16,32,64,128
 # configuration once.
 for p in b200-nld8b h200-nld8b; do
   "$bin" bench --configs ar,linear,recguide,recguide-lockstep,recguide-throughput --concurrency "$loads" \
-    --limit 32 --max-new-tokens 128 --cost-profile "$p" --json "$out/$p.json" \
+    --limit 32 --max-new-tokens 128 --cost-profile "$p" --force --json "$out/$p.json" \
     | tee "$out/$p.txt"
 done
 # C = 128 held for shorter or longer: a closed batch of the 96 prompts (0), then the
@@ -28,7 +28,7 @@ done
 for p in b200-nld8b h200-nld8b; do
   for k in 0 1 2 3; do
     "$bin" bench --configs linear,recguide --blocks 8 --concurrency 128 --requests-per-slot "$k" \
-      --limit 32 --max-new-tokens 128 --cost-profile "$p" --json "$out/$p-held$k.json" \
+      --limit 32 --max-new-tokens 128 --cost-profile "$p" --force --json "$out/$p-held$k.json" \
       | tee "$out/$p-held$k.txt"
   done
 done
@@ -37,15 +37,15 @@ done
 "$bin" bench --configs ar,linear,recguide-all-rows \
   --row-tables corrections,p1-conditional-new,no-p3,two-plus-new,multi,conditional-rank \
   --concurrency 1 --limit 8 --max-new-tokens 128 --cost-profile b200-nld8b \
-  --json "$out/rows.json" | tee "$out/rows.txt"
+  --force --json "$out/rows.json" | tee "$out/rows.txt"
 # Adaptive ablation across C (no branch rows): entropy only, + the previous round's
 # outcome, with the reference's buckets; then rows priced with it (the default).
 "$bin" bench --configs ar,linear,recguide-adaptive-entropy,recguide-adaptive,recguide-adaptive-buckets,recguide \
   --concurrency 1,4,16,64 --limit 8 --max-new-tokens 128 --cost-profile b200-nld8b \
-  --json "$out/adaptive.json" | tee "$out/adaptive.txt"
+  --force --json "$out/adaptive.json" | tee "$out/adaptive.txt"
 # Priced by this CPU: measured tokens/s, and the CPU's own decisions.
 "$bin" bench --configs ar,linear,recguide,recguide-throughput --concurrency 1,4,16,64 \
-  --limit 8 --max-new-tokens 128 --cost-profile cpu --json "$out/cpu.json" \
+  --limit 8 --max-new-tokens 128 --cost-profile cpu --force --json "$out/cpu.json" \
   | tee "$out/cpu.txt"
 scripts/recguide-table.py "$out/b200-nld8b.json" "$out/h200-nld8b.json" "$out/cpu.json"
 for p in b200-nld8b h200-nld8b; do

@@ -21,17 +21,17 @@ sim=(--model sim:nld-8b --cost-profile b200-nld8b-measured --max-new-tokens 256)
 # The paper's loads: 96 prompts (32 per family), every request a fresh answer, two
 # requests per slot at least.
 "$bin" bench "${sim[@]}" --configs ar,linear,recguide --concurrency "$loads" --limit 32 \
-  --json "$out/sweep.json" | tee "$out/sweep.txt"
+  --force --json "$out/sweep.json" | tee "$out/sweep.txt"
 # Rows at C = 1: correction rows alone, then with the continuation (the default table),
 # every row riding (unpriced) and priced (the default), at fixed B and adaptive.
 "$bin" bench "${sim[@]}" --configs ar,linear,recguide-fixed,recguide-all-rows,recguide \
   --row-tables corrections,conditional-rank --concurrency 1 --limit 32 \
-  --json "$out/rows.json" | tee "$out/rows.txt"
+  --force --json "$out/rows.json" | tee "$out/rows.txt"
 # Adaptive block size across C without rows: entropy only, + the previous round's
 # outcome, with the reference's buckets; then rows priced with it (the default).
 "$bin" bench "${sim[@]}" \
   --configs ar,linear,recguide-adaptive-entropy,recguide-adaptive,recguide-adaptive-buckets,recguide \
-  --concurrency "$loads" --limit 16 --json "$out/adaptive.json" | tee "$out/adaptive.txt"
+  --concurrency "$loads" --limit 16 --force --json "$out/adaptive.json" | tee "$out/adaptive.txt"
 scripts/recguide-table.py "$out/sweep.json"
 scripts/recguide-table.py --configs "$out/rows.json" "$out/adaptive.json"
-"$bin" plot --bench "$out/sweep.json" --out "$out/figures"
+"$bin" plot --bench "$out/sweep.json" --out "$out/figures" --force

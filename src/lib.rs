@@ -19,12 +19,33 @@ pub mod tui;
 /// CPU time of decoding with the bundled model. Asking once, before any thread starts,
 /// and setting the variable makes every later answer an environment look-up. Call it
 /// first thing in `main`: setting the environment is only sound before threads start.
-pub fn settle_thread_count() {
-    if std::env::var_os("RAYON_NUM_THREADS").is_none() {
-        let n = candle_core::utils::get_num_threads();
-        std::env::set_var("RAYON_NUM_THREADS", n.to_string());
+///
+/// A value that is not a count, or asks for more than [`MAX_THREADS_PER_CORE`] threads
+/// a core (the pool would fail to start them, which panics inside rayon), is replaced
+/// by the machine's count; the returned warning says so.
+pub fn settle_thread_count() -> Option<String> {
+    let set = |n: usize| std::env::set_var("RAYON_NUM_THREADS", n.to_string());
+    let Some(asked) = std::env::var_os("RAYON_NUM_THREADS") else {
+        set(candle_core::utils::get_num_threads().max(1));
+        return None;
+    };
+    // The machine's own count (candle's answer is the variable being checked).
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let asked = asked.to_string_lossy();
+    let most = cores * MAX_THREADS_PER_CORE;
+    match asked.trim().parse::<usize>() {
+        Ok(n) if (1..=most).contains(&n) => None,
+        _ => {
+            set(cores);
+            Some(format!(
+                "RAYON_NUM_THREADS={asked}: not a thread count from 1 to {most} ({MAX_THREADS_PER_CORE} a core here); using {cores}"
+            ))
+        }
     }
 }
+
+/// The most threads a core `RAYON_NUM_THREADS` may ask for.
+pub const MAX_THREADS_PER_CORE: usize = 8;
 
 /// A text file read whole, refusing one larger than `max` bytes (a device like
 /// /dev/zero, or a file that is not what it claims): every file read this way is small.
@@ -50,6 +71,11 @@ pub fn read_bytes_bounded(path: &std::path::Path, max: u64) -> anyhow::Result<Ve
     };
     #[cfg(not(unix))]
     let readable = meta.is_file();
+    anyhow::ensure!(
+        !meta.is_dir(),
+        "{} is a directory, not a file",
+        path.display()
+    );
     anyhow::ensure!(
         readable,
         "{} is not a file (a device is not read: it may never end)",

@@ -85,7 +85,9 @@ fn quiet_on_closed_pipes() {
 
 fn main() -> ExitCode {
     quiet_on_closed_pipes();
-    specscope::settle_thread_count();
+    if let Some(w) = specscope::settle_thread_count() {
+        eprintln!("specscope: warning: {w}");
+    }
     let cli = Cli::parse();
     if let Some(note) = cli::embedded::ensure_assets() {
         eprintln!("specscope: {note}");

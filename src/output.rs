@@ -52,6 +52,55 @@ pub fn refuse_inputs(out: &Path, flag: &str, inputs: &[PathBuf]) -> Result<()> {
     Ok(())
 }
 
+/// Text from a file or the user as a terminal shows it: control characters (an
+/// escape sequence in a log's `backend`, a recording's `model`) become spaces.
+pub fn printable(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
+/// The one rule for every output a command names (`flag`): never one of the run's
+/// `inputs`, never a directory, and a file that exists (one this run did not make) is
+/// replaced only with `--force`. A device or a pipe (`/dev/stdout`) is written as it is.
+/// Called before the run's work, so a refused output costs nothing.
+pub fn claim(out: &Path, flag: &str, force: bool, inputs: &[PathBuf]) -> Result<()> {
+    refuse_inputs(out, flag, inputs)?;
+    match std::fs::metadata(out) {
+        Ok(m) if m.is_dir() => bail!(
+            "{flag} {}: that is a directory; name a file in it",
+            out.display()
+        ),
+        Ok(m) if m.is_file() && !force => bail!(
+            "{flag} {}: the file exists; pass --force to replace it (or choose another name)",
+            out.display()
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// [`claim`] for a directory a command writes files into (`names`, known up front or
+/// once drawn): each that exists is replaced only with `--force`.
+pub fn claim_in(dir: &Path, names: &[String], flag: &str, force: bool) -> Result<()> {
+    if dir.exists() && !dir.is_dir() {
+        bail!("{flag} {}: not a directory", dir.display());
+    }
+    let taken: Vec<&String> = names.iter().filter(|n| dir.join(n).exists()).collect();
+    if !force && !taken.is_empty() {
+        bail!(
+            "{flag} {}: {} already there; pass --force to replace {}",
+            dir.display(),
+            taken
+                .iter()
+                .map(|n| n.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            if taken.len() == 1 { "it" } else { "them" }
+        );
+    }
+    Ok(())
+}
+
 /// Writes `text` to `path` whole: a new temporary file in the same directory (created
 /// exclusively, so no other file or link is written through), synced, renamed over
 /// it; removed on any error. A path that is not a regular file (`/dev/stdout`, a

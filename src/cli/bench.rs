@@ -70,9 +70,13 @@ pub struct BenchArgs {
     pub tables: Option<PathBuf>,
     #[command(flatten)]
     pub cost: super::decode::CostArgs,
-    /// Also write every result as JSON.
+    /// Also write every result as JSON (an existing file only with --force).
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Replace the output file(s) if they exist (without it an existing file is kept
+    /// and the command refuses).
+    #[arg(long)]
+    pub force: bool,
 }
 
 pub fn run(a: BenchArgs) -> Result<()> {
@@ -94,7 +98,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         inputs.extend(loaded.files.inputs());
         inputs.extend(a.tables.iter().cloned());
         inputs.extend(a.cost.cost_profile.iter().map(PathBuf::from));
-        specscope::output::refuse_inputs(out, "--json", &inputs)?;
+        specscope::output::claim(out, "--json", a.force, &inputs)?;
     }
     let prompts = a.prompts.encode(&records, &loaded)?;
     let tables = match &a.tables {

@@ -46,9 +46,13 @@ pub struct CheckArgs {
     /// the argmax where the top two logits are close, so 1.0 is too strict for bf16.
     #[arg(long, default_value_t = 0.95, value_parser = share)]
     pub min_agreement: f64,
-    /// Also write the results as JSON to this file.
+    /// Also write the results as JSON to this file (an existing one only with --force).
     #[arg(long)]
     pub json: Option<std::path::PathBuf>,
+    /// Replace the output file(s) if they exist (without it an existing file is kept
+    /// and the command refuses).
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// A share in 0..=1.
@@ -108,6 +112,11 @@ fn agreement(
 pub fn run(args: CheckArgs) -> Result<ExitCode> {
     let records = args.prompts.records()?;
     let loaded = args.model.load()?;
+    if let Some(out) = &args.json {
+        let mut inputs = args.prompts.files_or(&super::DEFAULT_FAMILIES);
+        inputs.extend(loaded.files.inputs());
+        specscope::output::claim(out, "--json", args.force, &inputs)?;
+    }
     let (checkpoint, _) = loaded.checkpoint("check")?;
     let prompts = args.prompts.encode(&records, &loaded)?;
     let cpu_args = ModelArgs {

@@ -24,9 +24,13 @@ pub struct EvalArgs {
     /// Margin below which a draft position is risky (the low-margin figure uses it).
     #[arg(long, default_value_t = specscope::engine::options::DEFAULT_RISK_THRESHOLD, allow_negative_numbers = true)]
     pub risk_threshold: f32,
-    /// Also write the report as JSON.
+    /// Also write the report as JSON (an existing file only with --force).
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Replace the output file(s) if they exist (without it an existing file is kept
+    /// and the command refuses).
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// Version of `eval --json`'s layout (a field added keeps it; one renamed or removed
@@ -41,7 +45,7 @@ pub fn run(a: EvalArgs) -> Result<()> {
     if let Some(out) = &a.json {
         let mut inputs = a.prompts.files_or(&families);
         inputs.extend(loaded.files.inputs());
-        specscope::output::refuse_inputs(out, "--json", &inputs)?;
+        specscope::output::claim(out, "--json", a.force, &inputs)?;
     }
     let prompts = a.prompts.encode(&records, &loaded)?;
     let mut progress = super::progress::Progress::new("eval", 1);

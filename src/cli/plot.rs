@@ -27,9 +27,12 @@ pub struct PlotArgs {
     /// largest fixed LinearSS block, and the first configuration with branch rows).
     #[arg(long)]
     pub config: Option<String>,
-    /// Directory for the SVG files.
+    /// Directory for the SVG files (figures already there replaced only with --force).
     #[arg(long, default_value = "figures")]
     pub out: PathBuf,
+    /// Replace figures already in --out.
+    #[arg(long)]
+    pub force: bool,
     /// Theme whose semantic colours the figures use (a light one suits white paper).
     #[arg(long, default_value = "light")]
     pub theme: String,
@@ -54,7 +57,7 @@ pub fn run(a: PlotArgs) -> Result<()> {
         config: a.config.clone(),
     };
     let figures = plot::figures(&inputs, &palette_of(&theme))?;
-    for p in plot::write(&figures, &a.out)? {
+    for p in plot::write(&figures, &a.out, a.force)? {
         outln!("{}", p.display());
     }
     Ok(())

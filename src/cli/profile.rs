@@ -33,9 +33,13 @@ pub struct ProfileArgs {
     /// Timed repetitions per point, the median reported (1 to 1000).
     #[arg(long, default_value_t = 7, value_parser = super::count(1, 1000))]
     pub repeats: usize,
-    /// Also write the table as JSON to this file.
+    /// Also write the table as JSON to this file (an existing one only with --force).
     #[arg(long)]
     pub json: Option<std::path::PathBuf>,
+    /// Replace the output file(s) if they exist (without it an existing file is kept
+    /// and the command refuses).
+    #[arg(long)]
+    pub force: bool,
     /// Save the table as this machine's cost profile (used by RecGuide's cost rules).
     #[arg(long)]
     pub save: bool,
@@ -84,7 +88,12 @@ const TIMED_FORWARDS: usize = 3;
 pub fn run(args: ProfileArgs) -> Result<()> {
     ensure!(args.repeats > 0, "--repeats must be at least 1");
     let bundled = model::source::bundled_dir().join("config.json").is_file();
+    let claim = |inputs: &[std::path::PathBuf]| match &args.json {
+        Some(out) => specscope::output::claim(out, "--json", args.force, inputs),
+        None => Ok(()),
+    };
     let (model, label) = if args.synthetic || (args.model.model.is_none() && !bundled) {
+        claim(&[])?;
         let device = super::select_device(args.model.device)?;
         let spec = Spec::small_4m();
         (
@@ -93,6 +102,7 @@ pub fn run(args: ProfileArgs) -> Result<()> {
         )
     } else {
         let loaded = args.model.load()?;
+        claim(&loaded.files.inputs())?;
         let (model, _) = loaded.checkpoint("profile")?;
         (model.clone(), loaded.files.label)
     };

@@ -43,12 +43,7 @@ pub fn run(a: SurvivalArgs) -> Result<()> {
     let loaded = a.model.load()?;
     let mut inputs = a.prompts.files_or(&super::DEFAULT_FAMILIES);
     inputs.extend(loaded.files.inputs());
-    specscope::output::refuse_inputs(&a.out, "--out", &inputs)?;
-    anyhow::ensure!(
-        a.force || !a.out.exists(),
-        "--out {} exists: pass --force to replace it (or choose another file)",
-        a.out.display()
-    );
+    specscope::output::claim(&a.out, "--out", a.force, &inputs)?;
     let prompts = a.prompts.encode(&records, &loaded)?;
     let mut samples = Vec::new();
     let mut progress = super::progress::Progress::new("survival", prompts.len() as u64);

@@ -12,8 +12,8 @@ use specscope::model::synthetic::{self, Spec};
 
 #[derive(Debug, Clone, Args)]
 pub struct SyntheticArgs {
-    /// The directory to write (created; it must not hold a model.safetensors unless
-    /// --force).
+    /// The directory to write (created; files of a checkpoint already in it are
+    /// replaced only with --force).
     pub out: PathBuf,
     /// The geometry: toy, small-4m, bundled, real-vocab, nld-1b, or nld-3b / nld-8b
     /// (Nemotron-Labs-Diffusion's, in bf16, each large tensor a repeated random run:
@@ -24,7 +24,7 @@ pub struct SyntheticArgs {
     /// The weights' dtype: f32, bf16 or f16 (default: the geometry's).
     #[arg(long, value_parser = ["f32", "bf16", "f16"])]
     pub dtype: Option<String>,
-    /// Replace a checkpoint already in OUT.
+    /// Replace the checkpoint's files already in OUT.
     #[arg(long)]
     pub force: bool,
 }
@@ -43,10 +43,11 @@ pub fn run(args: SyntheticArgs) -> Result<()> {
         Some("bf16") => DType::BF16,
         Some(_) => DType::F16,
     };
-    let weights = args.out.join("model.safetensors");
-    if weights.exists() && !args.force {
-        bail!("{} exists: pass --force to replace it", weights.display());
-    }
+    let names: Vec<String> = synthetic::CHECKPOINT_FILES
+        .iter()
+        .map(|n| n.to_string())
+        .collect();
+    specscope::output::claim_in(&args.out, &names, "OUT", args.force)?;
     synthetic::write_checkpoint(&args.out, &spec)?;
     outln!(
         "wrote {}: {}, {:.3}B parameters, {:?}",

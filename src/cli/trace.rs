@@ -9,6 +9,7 @@ use clap::{Args, Subcommand};
 use specscope::bench::prompts::per_family;
 use specscope::engine::{DecodeEvent, EventSink, Submit};
 use specscope::model::TextTokenizer;
+use specscope::output::printable;
 use specscope::trace::{read_trace, Recorder, SessionEvent, Summary, TokenTexts, TraceEvent};
 
 use super::decode::DecodeArgs;
@@ -76,6 +77,9 @@ pub struct ImportArgs {
     /// holds (rejected draft, verifier's token, version 2's accepted ids) get text.
     #[arg(long)]
     pub tokenizer: Option<String>,
+    /// Drop the requests no per-request record names (a server's warm-up request).
+    #[arg(long)]
+    pub joined_only: bool,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -108,9 +112,12 @@ pub struct RecordArgs {
     pub prompts: PromptFileArgs,
     #[command(flatten)]
     pub decode: DecodeArgs,
-    /// The recording to write.
+    /// The recording to write (an existing file only with --force).
     #[arg(long)]
     pub out: PathBuf,
+    /// Replace --out if it exists.
+    #[arg(long)]
+    pub force: bool,
 }
 
 pub fn run(args: TraceArgs) -> Result<()> {
@@ -139,10 +146,20 @@ fn summary(file: PathBuf, json: bool) -> Result<()> {
     } else {
         let h = &trace.header;
         if let Some(src) = &h.source {
-            outln!("{}: {}", file.display(), src.describe());
-            outln!("format {} · rounds from {}", src.format, src.rounds_file);
+            outln!("{}: {}", file.display(), printable(&src.describe()));
+            outln!(
+                "format {} · rounds from {}",
+                printable(&src.format),
+                printable(&src.rounds_file)
+            );
             for j in &src.joined {
-                outln!("joined {j}");
+                outln!("joined {}", printable(j));
+            }
+            if src.unjoined_dropped > 0 {
+                outln!(
+                    "requests no record names, dropped (--joined-only): {}",
+                    src.unjoined_dropped
+                );
             }
             if src.health_checks_dropped > 0 {
                 outln!(
@@ -152,7 +169,7 @@ fn summary(file: PathBuf, json: bool) -> Result<()> {
                 );
             }
             for a in &src.absent {
-                outln!("not in the log: {a}");
+                outln!("not in the log: {}", printable(a));
             }
             let assumed = trace
                 .events
@@ -167,8 +184,8 @@ fn summary(file: PathBuf, json: bool) -> Result<()> {
         outln!(
             "{}: {} on {}, {}, risk margin < {}",
             file.display(),
-            h.model,
-            h.device,
+            printable(&h.model),
+            printable(&h.device),
             h.options.label(),
             h.risk.threshold
         );
@@ -227,7 +244,7 @@ fn record(args: RecordArgs) -> Result<()> {
             .iter()
             .map(std::path::PathBuf::from),
     );
-    specscope::output::refuse_inputs(&args.out, "--out", &inputs)?;
+    specscope::output::claim(&args.out, "--out", args.force, &inputs)?;
     // Encoded first: a prompt that does not fit fails naming its line, before the file.
     let prompts = args.prompts.encode(&records, &loaded)?;
     let header = loaded.trace_header(&options, &pricing);
@@ -270,17 +287,6 @@ fn record(args: RecordArgs) -> Result<()> {
     Ok(())
 }
 
-/// An output that exists is replaced only with `--force`; never one of the inputs.
-fn check_out(out: &std::path::Path, force: bool, inputs: &[PathBuf]) -> Result<()> {
-    specscope::output::refuse_inputs(out, "--out", inputs)?;
-    anyhow::ensure!(
-        force || !out.exists(),
-        "--out {}: the file exists; pass --force to replace it",
-        out.display()
-    );
-    Ok(())
-}
-
 /// The tokenizer `--tokenizer` names: a file, a directory holding `tokenizer.json`, or
 /// a hub id.
 fn import_tokenizer(spec: &str) -> Result<tokenizers::Tokenizer> {
@@ -294,17 +300,17 @@ fn import_tokenizer(spec: &str) -> Result<tokenizers::Tokenizer> {
             format!("--tokenizer {spec}: not a file, a directory or a hub id it could fetch")
         })?
     };
-    let text = specscope::read_bounded(&path, 256 << 20)
-        .with_context(|| format!("--tokenizer: cannot read {}", path.display()))?;
+    let text = specscope::read_bounded(&path, 256 << 20).context("--tokenizer")?;
     tokenizers::Tokenizer::from_bytes(text.as_bytes())
         .map_err(|e| anyhow::anyhow!("--tokenizer {}: {e}", path.display()))
 }
 
 fn import(args: ImportArgs) -> Result<()> {
-    check_out(&args.out, args.force, &args.files)?;
+    specscope::output::claim(&args.out, "--out", args.force, &args.files)?;
     let opts = specscope::trace::nld::import::ImportOptions {
         format: args.format,
         label: args.label.clone(),
+        joined_only: args.joined_only,
     };
     let mut trace = specscope::trace::nld::import::import(&args.files, &opts)?;
     for w in &trace.warnings {
@@ -338,7 +344,7 @@ fn import(args: ImportArgs) -> Result<()> {
 fn export(args: ExportArgs) -> Result<()> {
     let ExportFormat::LinearspecConfidence = args.format;
     if let Some(out) = &args.out {
-        check_out(out, args.force, std::slice::from_ref(&args.file))?;
+        specscope::output::claim(out, "--out", args.force, std::slice::from_ref(&args.file))?;
     }
     let trace = read_trace(&args.file)?;
     for w in &trace.warnings {
@@ -381,7 +387,7 @@ fn source_label(file: &std::path::Path, h: &specscope::trace::TraceHeader) -> (S
         }
         None => (format!("{} (decoded here)", h.model), "decoded"),
     };
-    (format!("{what}: {name}"), short.to_string())
+    (printable(&format!("{what}: {name}")), short.to_string())
 }
 
 fn compare(
@@ -391,7 +397,7 @@ fn compare(
     force: bool,
 ) -> Result<()> {
     if let Some(f) = figure {
-        check_out(f, force, files)?;
+        specscope::output::claim(f, "--figure", force, files)?;
     }
     let mut all = Vec::new();
     for f in files {

@@ -117,7 +117,16 @@ fn refuse_to_replace(a: &TrainArgs) -> Result<()> {
             a.prompts.display()
         );
     }
-    if a.out.join("model.safetensors").is_file() && !a.out.join("train_state.json").is_file() {
+    // A resumed run writes the same held-out files again; a new one replaces none.
+    let resuming = a.out.join("train_state.json").is_file();
+    if !resuming {
+        let names: Vec<String> = specscope::train::corpus::Family::ALL
+            .iter()
+            .map(|f| format!("{}.jsonl", f.name()))
+            .collect();
+        specscope::output::claim_in(&a.prompts, &names, "--prompts", false)?;
+    }
+    if a.out.join("model.safetensors").is_file() && !resuming {
         anyhow::bail!(
             "{} holds a model this run cannot resume (no train_state.json): pass --force to replace it, or choose another --out",
             a.out.display()

@@ -461,6 +461,18 @@ fn save(tensors: &HashMap<String, Tensor>, dtype: DType, path: &Path) -> Result<
         .with_context(|| format!("cannot write {}", path.display()))
 }
 
+/// The files [`write_checkpoint`] writes into its directory.
+pub const CHECKPOINT_FILES: &[&str] = &[
+    "config.json",
+    "model.safetensors",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "chat_template.jinja",
+    "generation_config.json",
+    "linear_spec_lora/adapter_config.json",
+    "linear_spec_lora/adapter_model.safetensors",
+];
+
 /// Writes a complete model directory: config, weights, tokenizer, template, LoRA.
 pub fn write_checkpoint(dir: &Path, spec: &Spec) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;

@@ -434,8 +434,11 @@ pub fn figures(inputs: &Inputs, pal: &Palette) -> Result<Vec<Figure>> {
     Ok(out)
 }
 
-/// Writes the figures into `dir` as NAME.svg; returns the paths.
-pub fn write(figures: &[Figure], dir: &Path) -> Result<Vec<PathBuf>> {
+/// Writes the figures into `dir` as NAME.svg (files already there only with `force`);
+/// returns the paths.
+pub fn write(figures: &[Figure], dir: &Path, force: bool) -> Result<Vec<PathBuf>> {
+    let names: Vec<String> = figures.iter().map(|f| format!("{}.svg", f.name)).collect();
+    crate::output::claim_in(dir, &names, "--out", force)?;
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     figures
         .iter()

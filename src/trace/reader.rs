@@ -127,6 +127,9 @@ fn parse_header(raw: &[u8], name: &str) -> Result<TraceHeader> {
     match value.get("format").and_then(Value::as_str) {
         Some(FORMAT) => {}
         Some(other) => bail!("{name}:1: format is `{other}`, expected `{FORMAT}`"),
+        None if value.get("event").is_some() || value.get("forward_passes").is_some() => bail!(
+            "{name}:1: an NLD log, not a specscope recording: `specscope trace import {name} --out REC.jsonl` reads it"
+        ),
         None => bail!("{name}:1: the header has no `format` field; is this a specscope recording?"),
     }
     let version = value.get("version");

@@ -419,6 +419,8 @@ fn bench_runs_side_by_side_and_names_bad_prompt_lines() {
         "8",
         "--requests-per-slot",
         "0",
+        // The same file as the run above: replaced only when asked.
+        "--force",
         "--json",
         json.to_str().unwrap(),
     ]);
@@ -666,7 +668,10 @@ fn two_recordings_of_one_file_do_not_interleave() {
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    let b = run(&args);
+    // With --force (the file exists once the first run starts): the lock refuses it.
+    let mut forced = args.to_vec();
+    forced.push("--force");
+    let b = run(&forced);
     let a = a.wait_with_output().unwrap();
     assert!(a.status.success(), "{}", stderr(&a));
     assert_clean_error(&b, "being written by another process");
@@ -1018,4 +1023,220 @@ fn ui_bench_on_too_little_decoding_calls_its_ratio_noise() {
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["ratio_reliable"], false, "{v}");
+}
+
+/// The one rule for every writer, walked over each subcommand's output flag: a file
+/// that exists is kept (and the command refuses, naming --force) unless --force says
+/// so; an input of the same run and a directory are refused; a device is written as
+/// it is.
+#[test]
+fn no_output_replaces_a_file_without_force() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/demo.jsonl");
+    let math = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/prompts/math.jsonl");
+    let log = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/nld/raw_trace_gsm8k.head12.jsonl"
+    );
+    // (the command before its output flag, the flag, an input of the run)
+    let quick = ["--limit", "1", "--max-new-tokens", "4"];
+    let with = |head: &[&str], tail: &[&str]| -> Vec<String> {
+        head.iter().chain(tail).map(|s| s.to_string()).collect()
+    };
+    let cases: Vec<(Vec<String>, &str, &str)> = vec![
+        (
+            with(
+                &[
+                    "bench",
+                    "--configs",
+                    "ar",
+                    "--concurrency",
+                    "1",
+                    "--prompts",
+                    math,
+                ],
+                &quick,
+            ),
+            "--json",
+            math,
+        ),
+        (
+            with(&["eval", "--blocks", "8", "--prompts", math], &quick),
+            "--json",
+            math,
+        ),
+        (
+            with(&["survival", "--blocks", "8", "--prompts", math], &quick),
+            "--out",
+            math,
+        ),
+        (
+            with(&["check", "--concurrency", "1", "--prompts", math], &quick),
+            "--json",
+            math,
+        ),
+        (
+            with(&["trace", "record", "--prompts", math], &quick),
+            "--out",
+            math,
+        ),
+        (
+            with(
+                &["profile", "--rows", "1", "--tokens", "1", "--cache", "16"],
+                &["--repeats", "1"],
+            ),
+            "--json",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/assets/tiny-nld/config.json"),
+        ),
+        (with(&["trace", "import", log], &[]), "--out", log),
+        (with(&["trace", "export", demo], &[]), "--out", demo),
+        (with(&["trace", "compare", demo], &[]), "--figure", demo),
+    ];
+    for (i, (args, flag, input)) in cases.iter().enumerate() {
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let go = |out: &str, force: bool| {
+            let mut v = a.clone();
+            v.extend([*flag, out]);
+            if force {
+                v.push("--force");
+            }
+            run(&v)
+        };
+        let existing = t.join(format!("existing-{i}"));
+        std::fs::write(&existing, "keep me").unwrap();
+        let o = go(&dir_arg(&existing), false);
+        assert_clean_error(&o, "--force");
+        assert_eq!(
+            std::fs::read_to_string(&existing).unwrap(),
+            "keep me",
+            "{a:?}"
+        );
+        assert_clean_error(&go(input, true), "this run reads");
+        assert_clean_error(&go(&dir_arg(t), true), "directory");
+        let o = go(&dir_arg(&existing), true);
+        assert!(o.status.success(), "{a:?} --force: {}", stderr(&o));
+        assert_ne!(std::fs::read_to_string(&existing).unwrap(), "keep me");
+        #[cfg(unix)]
+        {
+            let o = go("/dev/null", false);
+            assert!(o.status.success(), "{a:?} /dev/null: {}", stderr(&o));
+        }
+    }
+    // Directories of several files: the figures `plot` draws, a checkpoint.
+    let figs = t.join("figs");
+    std::fs::create_dir(&figs).unwrap();
+    std::fs::write(figs.join("acceptance-length.svg"), "keep me").unwrap();
+    let o = run(&["plot", "--recording", demo, "--out", &dir_arg(&figs)]);
+    assert_clean_error(&o, "acceptance-length.svg already there; pass --force");
+    let o = run(&[
+        "plot",
+        "--recording",
+        demo,
+        "--out",
+        &dir_arg(&figs),
+        "--force",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = run(&[
+        "plot",
+        "--recording",
+        demo,
+        "--out",
+        &dir_arg(&t.join("existing-0")),
+    ]);
+    assert_clean_error(&o, "not a directory");
+    let ckpt = t.join("ckpt");
+    std::fs::create_dir(&ckpt).unwrap();
+    std::fs::write(ckpt.join("tokenizer.json"), "keep me").unwrap();
+    let o = run(&["synthetic", &dir_arg(&ckpt), "--geometry", "toy"]);
+    assert_clean_error(&o, "tokenizer.json already there; pass --force");
+    assert_eq!(
+        std::fs::read_to_string(ckpt.join("tokenizer.json")).unwrap(),
+        "keep me"
+    );
+    // `train --prompts` into files a new run did not write.
+    let prompts = t.join("prompts");
+    std::fs::create_dir(&prompts).unwrap();
+    std::fs::write(prompts.join("qa.jsonl"), "keep me").unwrap();
+    let o = run(&[
+        "train",
+        "--preset",
+        "toy",
+        "--out",
+        &dir_arg(&t.join("model")),
+        "--state",
+        &dir_arg(&t.join("state.json")),
+        "--prompts",
+        &dir_arg(&prompts),
+    ]);
+    assert_clean_error(&o, "qa.jsonl already there; pass --force");
+    // --help names what --force guards.
+    for sub in [
+        &["bench"][..],
+        &["trace", "record"],
+        &["plot"],
+        &["synthetic"],
+    ] {
+        let mut v = sub.to_vec();
+        v.push("--help");
+        let o = run(&v);
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(text.contains("--force"), "{sub:?}: {text}");
+    }
+}
+
+/// `scripts/gpu-check.sh` checks its inputs before any step: BUDGET is a plain number
+/// of seconds (text in it never reaches the shell's arithmetic, where it would run),
+/// the device and GPU are ones it knows, and the report goes into a directory.
+#[cfg(unix)]
+#[test]
+fn the_gpu_check_refuses_bad_inputs_before_running_anything() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let marker = t.join("ran");
+    let file = t.join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/gpu-check.sh");
+    let out = dir_arg(&t.join("report"));
+    let injected = format!("PATH[$(touch {})]", marker.display());
+    let budgets = [
+        injected.as_str(),
+        "10m",
+        "-5",
+        "5",
+        " 480",
+        "1e3",
+        "99999999",
+    ];
+    // (environment, report directory, what the refusal says)
+    type Case<'a> = (Vec<(&'a str, &'a str)>, String, &'a str);
+    let mut cases: Vec<Case> = budgets
+        .iter()
+        .map(|b| (vec![("BUDGET", *b)], out.clone(), "BUDGET="))
+        .collect();
+    cases.push((
+        vec![("GPU_CHECK_DEVICE", "gpu")],
+        out.clone(),
+        "GPU_CHECK_DEVICE=",
+    ));
+    cases.push((vec![("GPU", "a100")], out.clone(), "GPU=a100"));
+    cases.push((vec![], dir_arg(&file), "is not a directory"));
+    for (env, dir, want) in cases {
+        let mut cmd = Command::new("bash");
+        cmd.arg(script)
+            .arg(&dir)
+            .env("GPU_CHECK_DEVICE", "cpu")
+            .env("SPECSCOPE_BIN", env!("CARGO_BIN_EXE_specscope"));
+        for (k, v) in &env {
+            cmd.env(k, v);
+        }
+        let o = cmd.output().unwrap();
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{env:?} {dir}: {err}");
+        assert!(err.contains(want), "{env:?}: {err}");
+        assert!(!t.join("report").exists(), "{env:?}: wrote a report");
+    }
+    assert!(!marker.exists(), "text in BUDGET ran");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "x");
 }

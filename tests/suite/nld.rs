@@ -264,6 +264,23 @@ fn cut_and_malformed_logs_name_their_line() {
         &|l| l[0] = "{\"hello\": 1}".into(),
         "bad.jsonl:1: not a format",
     );
+    // Fields that contradict each other.
+    bad(
+        &|l| l[1] = l[1].replace("\"emitted_tokens\":2", "\"emitted_tokens\":16"),
+        "bad.jsonl:2: field `emitted_tokens` is 16 after 1 accepted drafts",
+    );
+    bad(
+        &|l| l[1] = l[1].replace("\"has_rejection\":true", "\"has_rejection\":false"),
+        "bad.jsonl:2: field `has_rejection` is false but `rejected_position` is 2",
+    );
+    bad(
+        &|l| l[1] = l[1].replace("\"matched_draft_tokens\":1", "\"matched_draft_tokens\":7"),
+        "bad.jsonl:2: field `accepted_draft_tokens` is 1 against `matched_draft_tokens` 7",
+    );
+    bad(
+        &|l| l[1] = l[1].replace("\"block_size\":16", "\"block_size\":16.0"),
+        "bad.jsonl:2: bad confidence-trace line: field `block_size`",
+    );
     // A specscope recording is not a log to import.
     let (_d, p) = temp_with(
         "rec.jsonl",
@@ -487,4 +504,49 @@ fn token_text_and_figures_of_an_imported_log() {
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(figs.join("acceptance-length.svg").is_file());
+}
+
+/// A record file that names one id twice, a file given twice, and `--joined-only`
+/// dropping the warm-up request no record names; a log's text reaches the terminal
+/// without its control characters.
+#[test]
+fn joins_refuse_ambiguity_and_drop_what_no_record_names() {
+    let timing = std::fs::read_to_string(fixture("sglang_lora_graph_timing.jsonl")).unwrap();
+    let first = timing.lines().next().unwrap();
+    let (_d, dup) = temp_with("dup.jsonl", &format!("{first}\n{first}\n"));
+    let err = format!(
+        "{:#}",
+        import(&[fixture(TRACE), dup], &ImportOptions::default()).unwrap_err()
+    );
+    assert!(err.contains("names two records"), "{err}");
+    let err = format!(
+        "{:#}",
+        import(&[fixture(TRACE), fixture(TRACE)], &ImportOptions::default()).unwrap_err()
+    );
+    assert!(err.contains("named twice"), "{err}");
+    let opts = ImportOptions {
+        joined_only: true,
+        ..ImportOptions::default()
+    };
+    let t = import(
+        &[fixture(TRACE), fixture("sglang_lora_graph_timing.jsonl")],
+        &opts,
+    )
+    .unwrap();
+    let s = summary(&t);
+    // The warm-up's 5 rounds are gone; the eval request's 5 stay, renumbered 1.
+    assert_eq!((s.requests, s.tally.rounds), (1, 5));
+    assert!(rounds(&t).iter().all(|r| r.req == 1));
+    assert_eq!(t.header.source.as_ref().unwrap().unjoined_dropped, 1);
+    // An escape sequence in a log's field.
+    let text = std::fs::read_to_string(fixture(TRACE)).unwrap();
+    let evil = text.replace(
+        "\"batch_index\":0",
+        "\"backend\":\"pt\\u001b]0;pwned\\u0007\\u001b[2J\",\"batch_index\":0",
+    );
+    let (_d, p) = temp_with("evil.jsonl", &evil);
+    let t = import(&[p], &ImportOptions::default()).unwrap();
+    let src = t.header.source.as_ref().unwrap();
+    assert!(!src.label.chars().any(char::is_control), "{:?}", src.label);
+    assert!(!t.header.device.chars().any(char::is_control));
 }

@@ -9,7 +9,7 @@ use anyhow::Result;
 use serde::Serialize;
 
 use super::export::confidence_rows;
-use crate::trace::{Summary, Trace};
+use crate::trace::{SessionEvent, Summary, Trace, TraceEvent};
 
 /// One recording's acceptance figures.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -21,6 +21,8 @@ pub struct Acceptance {
     pub tokens: usize,
     /// Decode-only tokens per forward (`trace summary`'s TPF).
     pub tpf: f64,
+    /// Rounds whose forwards the log does not count (two each are assumed).
+    pub forwards_assumed: usize,
     /// Tokens a round emitted, accepted drafts and the verifier's token.
     pub tokens_per_round: f64,
     /// Rounds that emitted their whole block.
@@ -79,6 +81,13 @@ pub fn acceptance(trace: &Trace, source: String, short: String) -> Result<Accept
         rounds: rows.len(),
         tokens: summary.tally.new_tokens,
         tpf: summary.tpf(),
+        forwards_assumed: trace
+            .events
+            .iter()
+            .filter(|s| {
+                matches!(&s.event, TraceEvent::Session(SessionEvent::ImportedRound(r)) if r.forwards().is_none())
+            })
+            .count(),
         tokens_per_round: summary.tally.mean_accept(),
         full_blocks: share(full, rows.len()),
         accepted_confidence: mean(&acc),
@@ -104,9 +113,10 @@ pub fn table(all: &[Acceptance]) -> String {
             let r: Vec<String> = a.rank_shares.iter().map(|x| pct(*x)).collect();
             format!("{} ({})", r.join(" / "), a.ranked)
         };
+        let mark = if a.forwards_assumed > 0 { "*" } else { "" };
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {:.2} | {} | {:.2} | {} | {} | {} |",
+            "| {} | {} | {} | {:.2} | {} | {:.2}{mark} | {} | {} | {} |",
             a.source,
             b.join(","),
             a.rounds,
@@ -116,6 +126,11 @@ pub fn table(all: &[Acceptance]) -> String {
             opt(a.accepted_confidence),
             opt(a.rejected_confidence),
             ranks
+        );
+    }
+    if all.iter().any(|a| a.forwards_assumed > 0) {
+        s.push_str(
+            "\n\\* the log counts no forwards: two a round (LinearSpec's draft and verify), as SGLang's decode-only TPF counts them.\n",
         );
     }
     s

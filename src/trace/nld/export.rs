@@ -106,6 +106,7 @@ fn rounds(trace: &Trace) -> Result<Vec<Out>> {
     // Rounds wait for their request's end: whether the last one hit EOS.
     let mut pending: HashMap<RequestId, Vec<(Round, f64)>> = HashMap::new();
     let mut out = Vec::new();
+    let mut ids: HashMap<RequestId, Option<String>> = HashMap::new();
     let h = &trace.header;
     let temperature = f64::from(h.options.sampling.temperature);
     let created = h.created_unix as f64;
@@ -115,7 +116,13 @@ fn rounds(trace: &Trace) -> Result<Vec<Out>> {
     };
     for s in &trace.events {
         match &s.event {
-            TraceEvent::Session(SessionEvent::ImportedRound(r)) => out.push(imported_row(r)),
+            TraceEvent::Session(SessionEvent::ImportedRequest(r)) => {
+                ids.insert(r.req, r.request_id.clone());
+            }
+            TraceEvent::Session(SessionEvent::ImportedRound(r)) => {
+                let id = ids.get(&r.req).cloned().flatten();
+                out.push(imported_row(r, id));
+            }
             TraceEvent::Decode(e) => {
                 if let DecodeEvent::RequestStarted { req, mode, .. } = e {
                     modes.insert(*req, *mode);
@@ -157,8 +164,10 @@ fn rounds(trace: &Trace) -> Result<Vec<Out>> {
     Ok(out)
 }
 
-/// An imported round as its log had it (SGLang's block stats under `specscope`).
-fn imported_row(r: &ImportedRound) -> Out {
+/// An imported round as its log had it; SGLang's block stats as the schema's fields
+/// they answer (the request's id, or `specscope-N` where no record named it; its
+/// forwards as a draft count), the line itself under `specscope`.
+fn imported_row(r: &ImportedRound, id: Option<String>) -> Out {
     match &r.confidence {
         Some(c) => Out::Verbatim(c.clone()),
         None => {
@@ -167,8 +176,12 @@ fn imported_row(r: &ImportedRound) -> Out {
             Out::Native(Box::new(ConfidenceRow {
                 schema_version: Some(CONFIDENCE_VERSION),
                 event: Some(CONFIDENCE_EVENT.into()),
+                backend: Some("sglang".into()),
+                request_id: Some(id.unwrap_or_else(|| format!("specscope-{}", r.req))),
+                round_index: Some(r.round.saturating_sub(1) as u64),
                 block_size: Some(r.block()),
                 emitted_tokens: Some(r.emitted()),
+                draft_forward_passes: r.forwards().map(|f| f.saturating_sub(1)),
                 specscope: Some(extra),
                 ..ConfidenceRow::default()
             }))

@@ -12,6 +12,7 @@ use super::{
     BlockStats, ConfidenceRow, ImportSource, ImportedRequest, ImportedRound, CONFIDENCE_EVENT,
 };
 use crate::engine::events::{Blocks, Mode};
+use crate::output::printable;
 use crate::trace::{SessionEvent, Stamped, Trace, TraceEvent, TraceHeader};
 
 /// The formats `trace import` reads.
@@ -57,6 +58,9 @@ impl Format {
         }
     }
 }
+
+/// The largest vocabulary a rank may range over.
+const MAX_VOCAB: usize = 1 << 22;
 
 /// Most forwards one imported round may count (a LinearSpec block takes two).
 pub const MAX_ROUND_FORWARDS: u64 = 64;
@@ -149,6 +153,23 @@ fn detect(lines: &Lines, forced: Option<Format>) -> Result<Format> {
     Ok(format)
 }
 
+/// A line read as `T`; a value of the wrong type is named by its field (serde names
+/// only the type): each field alone is read as `T`, and the first that fails for a
+/// reason other than the fields it lacks is the one.
+fn typed<T: serde::de::DeserializeOwned>(raw: &Map<String, Value>) -> Result<T> {
+    serde_json::from_value(Value::Object(raw.clone())).map_err(|e| {
+        for (k, v) in raw {
+            let one = Map::from_iter([(k.clone(), v.clone())]);
+            if let Err(why) = serde_json::from_value::<T>(Value::Object(one)) {
+                if !why.to_string().starts_with("missing field") {
+                    return anyhow!("field `{k}`: {why}");
+                }
+            }
+        }
+        anyhow!("{e}")
+    })
+}
+
 /// A health-check request of the server, not a user's.
 fn health_check(id: &str) -> bool {
     id.starts_with("HEALTH_CHECK_")
@@ -160,6 +181,8 @@ pub struct ImportOptions {
     pub format: Option<Format>,
     /// What ran, in the user's words.
     pub label: Option<String>,
+    /// Drop the requests no per-request record names (a server's warm-up).
+    pub joined_only: bool,
 }
 
 /// Rounds grouped by request in order of first appearance.
@@ -180,8 +203,8 @@ fn confidence_rounds(lines: &Lines) -> Result<Parsed> {
     let mut backend = None;
     for (lineno, raw) in &lines.rows {
         let at = || format!("{}:{lineno}", lines.name);
-        let row: ConfidenceRow = serde_json::from_value(Value::Object(raw.clone()))
-            .with_context(|| format!("{}: bad confidence-trace line", at()))?;
+        let row: ConfidenceRow =
+            typed(raw).with_context(|| format!("{}: bad confidence-trace line", at()))?;
         check_confidence(&row).with_context(at)?;
         versions.insert(row.schema_version.unwrap_or(1));
         if backend.is_none() {
@@ -220,6 +243,45 @@ fn confidence_rounds(lines: &Lines) -> Result<Parsed> {
     })
 }
 
+/// A line's counts against one another: emitted tokens, accepted and matched drafts,
+/// the rejection; returns the accepted drafts when the line says.
+fn check_counts(r: &ConfidenceRow, block: usize, emitted: usize) -> Result<Option<usize>> {
+    ensure!(
+        emitted >= 1,
+        "field `emitted_tokens` is 0: a round emits at least the verifier's token"
+    );
+    let accepted = r.accepted_draft_tokens.or(r.matched_draft_tokens);
+    if let Some(a) = accepted {
+        ensure!(
+            a < block,
+            "field `accepted_draft_tokens` is {a}: a block of {block} drafts {}",
+            block - 1
+        );
+        // The accepted drafts and the verifier's token; fewer only where the answer
+        // ended in the block (`eos_hit`).
+        let eos = r.eos_hit == Some(true);
+        ensure!(
+            emitted == a + 1 || (eos && emitted <= a + 1),
+            "field `emitted_tokens` is {emitted} after {a} accepted drafts: a round emits them and the verifier's token{}",
+            if eos { "" } else { " (fewer only with `eos_hit`)" }
+        );
+    }
+    if let (Some(m), Some(a)) = (r.matched_draft_tokens, r.accepted_draft_tokens) {
+        ensure!(
+            a <= m && (a == m || r.eos_hit == Some(true)),
+            "field `accepted_draft_tokens` is {a} against `matched_draft_tokens` {m}: they differ only where the answer ended (`eos_hit`)"
+        );
+    }
+    if let (Some(h), q) = (r.has_rejection, r.rejected_position) {
+        ensure!(
+            h == q.is_some(),
+            "field `has_rejection` is {h} but `rejected_position` is {}",
+            q.map_or("null".to_string(), |q| q.to_string())
+        );
+    }
+    Ok(accepted)
+}
+
 /// A confidence line's fields agree with each other and with the schema.
 fn check_confidence(r: &ConfidenceRow) -> Result<()> {
     match r.schema_version {
@@ -240,13 +302,21 @@ fn check_confidence(r: &ConfidenceRow) -> Result<()> {
         emitted <= block,
         "field `emitted_tokens` is {emitted}, more than `block_size` {block}"
     );
-    let accepted = r.accepted_draft_tokens.or(r.matched_draft_tokens);
-    if let Some(a) = accepted {
+    let accepted = check_counts(r, block, emitted)?;
+    if let Some(c) = r.accepted_draft_confidence_mean {
         ensure!(
-            a < block,
-            "field `accepted_draft_tokens` is {a}: a block of {block} drafts {}",
-            block - 1
+            c.is_finite() && (0.0..=1.0).contains(&c),
+            "field `accepted_draft_confidence_mean` is {c}: expected 0 to 1"
         );
+    }
+    for (field, v) in [
+        ("confidence_drop_abs", r.confidence_drop_abs),
+        ("confidence_drop_pct", r.confidence_drop_pct),
+        ("created_at_unix", r.created_at_unix),
+    ] {
+        if let Some(x) = v {
+            ensure!(x.is_finite(), "field `{field}` is not a finite number");
+        }
     }
     if let (Some(a), Some(p)) = (accepted, &r.accepted_positions) {
         ensure!(
@@ -289,8 +359,8 @@ fn check_confidence(r: &ConfidenceRow) -> Result<()> {
     }
     if let Some(k) = r.rejected_correct_token_rank {
         ensure!(
-            k >= 1,
-            "field `rejected_correct_token_rank` is 0: ranks count from 1"
+            (1..=MAX_VOCAB).contains(&k),
+            "field `rejected_correct_token_rank` is {k}: ranks count from 1 to a vocabulary's size"
         );
     }
     if let Some(q) = r.rejected_position {
@@ -313,8 +383,8 @@ fn stats_rounds(lines: &Lines) -> Result<Parsed> {
     let mut rounds = Vec::new();
     for (lineno, raw) in &lines.rows {
         let at = || format!("{}:{lineno}", lines.name);
-        let s: BlockStats = serde_json::from_value(Value::Object(raw.clone()))
-            .with_context(|| format!("{}: bad SGLang stats line", at()))?;
+        let s: BlockStats =
+            typed(raw).with_context(|| format!("{}: bad SGLang stats line", at()))?;
         check_stats(&s).with_context(at)?;
         rounds.push(ImportedRound {
             req: 1,
@@ -338,6 +408,14 @@ fn stats_rounds(lines: &Lines) -> Result<Parsed> {
 fn check_stats(s: &BlockStats) -> Result<()> {
     let b = s.block_gen_positions;
     ensure!(
+        s.tokens >= 1,
+        "field `tokens` is 0: a block emits at least the verifier's token"
+    );
+    ensure!(
+        s.forward_passes >= 1,
+        "field `forward_passes` is 0: a block takes a verify at least"
+    );
+    ensure!(
         (1..=4096).contains(&b),
         "field `block_gen_positions` is {b}: expected 1 to 4096"
     );
@@ -354,6 +432,12 @@ fn check_stats(s: &BlockStats) -> Result<()> {
     ensure!(
         s.acceptance_rate.is_finite() && (0.0..=1.0).contains(&s.acceptance_rate),
         "field `acceptance_rate` is {}: expected 0 to 1",
+        s.acceptance_rate
+    );
+    let rate = s.tokens as f64 / b as f64;
+    ensure!(
+        (s.acceptance_rate - rate).abs() < 1e-6,
+        "field `acceptance_rate` is {} where `tokens` / `block_gen_positions` is {rate}",
         s.acceptance_rate
     );
     Ok(())
@@ -384,16 +468,27 @@ fn join(
     // harness prefixes `chatcmpl-pytorch-`).
     let ids: Vec<Option<String>> = p.requests.iter().map(|(id, _)| id.clone()).collect();
     if ids.iter().all(Option::is_some) {
+        // Each record under its id and the id's last `-` part; an id twice is an error.
+        let mut by_id: HashMap<&str, &Map<String, Value>> = HashMap::new();
+        let mut seen = std::collections::HashSet::new();
+        for r in &recs {
+            let Some(rid) = r.get("request_id").and_then(Value::as_str) else {
+                continue;
+            };
+            ensure!(
+                seen.insert(rid),
+                "{}: request_id {rid} names two records; which one belongs to its rounds is unknown",
+                records.name
+            );
+            by_id.insert(rid, r);
+            if let Some((_, tail)) = rid.rsplit_once('-') {
+                by_id.entry(tail).or_insert(r);
+            }
+        }
         let mut hits = Vec::new();
         for (k, id) in ids.iter().flatten().enumerate() {
-            let m: Vec<&&Map<String, Value>> = recs
-                .iter()
-                .filter(|r| {
-                    id_of(r).is_some_and(|rid| rid == *id || rid.ends_with(&format!("-{id}")))
-                })
-                .collect();
-            if let [one] = m.as_slice() {
-                hits.push((k, (**one).clone()));
+            if let Some(one) = by_id.get(id.as_str()) {
+                hits.push((k, (*one).clone()));
             }
         }
         if !hits.is_empty() {
@@ -490,12 +585,73 @@ pub fn import(files: &[PathBuf], opts: &ImportOptions) -> Result<Trace> {
     for (k, r, f) in joined {
         by_req.insert(k, (r, f));
     }
-    let header = header_of(&p, &by_req, &lines.name, joins, opts);
+    let mut unjoined = 0;
+    if opts.joined_only {
+        ensure!(
+            !records.is_empty(),
+            "--joined-only drops the requests no per-request record names: give a per-request file"
+        );
+        let old = std::mem::take(&mut p.requests);
+        let mut kept = Joined::new();
+        for (k, (id, mut rounds)) in old.into_iter().enumerate() {
+            let Some(rec) = by_req.remove(&k) else {
+                unjoined += 1;
+                continue;
+            };
+            let new = p.requests.len();
+            for r in &mut rounds {
+                r.req = new as u64 + 1;
+            }
+            kept.insert(new, rec);
+            p.requests.push((id, rounds));
+        }
+        ensure!(
+            !p.requests.is_empty(),
+            "--joined-only: no request has a record"
+        );
+        by_req = kept;
+    }
+    let mut warnings = warnings;
+    warnings.extend(join_warnings(&p, &by_req));
+    let mut header = header_of(&p, &by_req, &lines.name, joins, opts);
+    if let Some(src) = header.source.as_mut() {
+        src.unjoined_dropped = unjoined;
+    }
     Ok(Trace {
         header,
         events: events_of(&p, by_req),
         warnings,
     })
+}
+
+/// What the joins leave unsaid: requests no record names (a server's warm-up) while
+/// others are joined, and rounds holding fewer tokens than their record's
+/// `completion_tokens` less the prefill's (a log cut short; the PyTorch harness's
+/// first token is the prefill's, not a round's).
+fn join_warnings(p: &Parsed, by_req: &Joined) -> Vec<String> {
+    let mut out = Vec::new();
+    if by_req.is_empty() {
+        return out;
+    }
+    for (k, (id, rounds)) in p.requests.iter().enumerate() {
+        let tokens: usize = rounds.iter().map(ImportedRound::emitted).sum();
+        let id = printable(id.as_deref().unwrap_or("(no id)"));
+        match by_req.get(&k) {
+            None => out.push(format!(
+                "request {id}: no per-request record names it ({} rounds, {tokens} tokens; a warm-up?): its rounds count in the statistics",
+                rounds.len()
+            )),
+            Some((r, file)) => {
+                let want = r.get("completion_tokens").and_then(Value::as_u64);
+                if let Some(want) = want.filter(|w| (tokens as u64) + 1 < *w) {
+                    out.push(format!(
+                        "request {id}: its rounds hold {tokens} tokens, its record in {file} {want}: the log holds part of it"
+                    ));
+                }
+            }
+        }
+    }
+    out
 }
 
 /// The files read and sorted: the rounds file with its format, the per-request ones,
@@ -505,10 +661,19 @@ fn read_files(
     opts: &ImportOptions,
 ) -> Result<(Format, Lines, Vec<Lines>, Vec<String>)> {
     ensure!(!files.is_empty(), "name at least one log to import");
+    if let Some(f) = opts.format.filter(|f| f.per_request()) {
+        bail!(
+            "--format {}: names the file of rounds (linearspec-confidence or sglang-stats); per-request files are recognised by their lines",
+            f.name()
+        );
+    }
     let mut rounds_file = None;
     let mut records = Vec::new();
     let mut warnings = Vec::new();
+    let mut named = std::collections::HashSet::new();
     for f in files {
+        let key = f.canonicalize().unwrap_or_else(|_| f.clone());
+        ensure!(named.insert(key), "{}: named twice", f.display());
         let lines = read_lines(f)?;
         // `--format` names the rounds file's format; per-request files are detected.
         let forced = opts.format.filter(|f| !f.per_request());
@@ -551,13 +716,15 @@ fn header_of(
         [one] => one.to_string(),
         _ => "unknown model".to_string(),
     };
+    let model = printable(&model);
     let label = opts.label.clone().unwrap_or_else(|| {
         format!(
             "{}, {model}",
             p.backend.clone().unwrap_or_else(|| p.format_label.clone())
         )
     });
-    let device = p.backend.clone();
+    let label = printable(&label);
+    let device = p.backend.as_deref().map(printable);
     let mut header = TraceHeader::new(
         model,
         device.unwrap_or_else(|| "device not in the log".into()),
@@ -586,6 +753,7 @@ fn header_of(
         joined: joins,
         health_checks_dropped: p.checks,
         health_check_rounds_dropped: p.check_rounds,
+        unjoined_dropped: 0,
         absent: absent_fields(p),
     });
     header

@@ -248,6 +248,9 @@ pub struct ImportSource {
     pub health_checks_dropped: usize,
     #[serde(default)]
     pub health_check_rounds_dropped: usize,
+    /// Requests no per-request record named, dropped (`--joined-only`).
+    #[serde(default)]
+    pub unjoined_dropped: usize,
     /// What the format does not carry (named once, never drawn as empty boxes).
     #[serde(default)]
     pub absent: Vec<String>,

@@ -573,6 +573,7 @@ fn on_session(s: &mut State, t: f64, e: SessionEvent) {
         }
         SessionEvent::ImportedRound(r) => {
             let (req, round, emitted) = (r.req, r.round, r.emitted());
+            let ended = r.row.as_ref().and_then(|c| c.eos_hit) == Some(true);
             let view = s.rounds.get_mut(req, round, t);
             view.block_size = Some(r.block());
             view.imported = Some(r);
@@ -589,6 +590,9 @@ fn on_session(s: &mut State, t: f64, e: SessionEvent) {
                 format!("{round} rounds · {tokens} tokens (the log holds counts, not the text)");
             if let Some(turn) = s.chat.answer_of(req) {
                 turn.text = text;
+                if ended {
+                    turn.status = TurnStatus::Done(StopReason::Eos);
+                }
             }
         }
     }

@@ -82,7 +82,12 @@ fn imported_lines(
         out.extend(wrap(
             &[(
                 format!(
-                    "{ACCEPTED_GLYPH} {} (accepted drafts and the verifier's) {}",
+                    "{}{} (accepted drafts and the verifier's) {}",
+                    if emitted >= b {
+                        format!("{ACCEPTED_GLYPH} ")
+                    } else {
+                        String::new()
+                    },
                     glue(&format!("{emitted} of {b} tokens emitted")),
                     glue(&format!("in {f} forwards"))
                 ),
@@ -161,7 +166,8 @@ fn verdict_lines(
         }
         None => pieces.push(("  full block".into(), t.accepted)),
     }
-    pieces.push((format!("  {}", glue(&format!("→ {emitted} tokens"))), t.dim));
+    let unit = if emitted == 1 { "token" } else { "tokens" };
+    pieces.push((format!("  {}", glue(&format!("→ {emitted} {unit}"))), t.dim));
     wrap(&pieces, width)
 }
 
@@ -177,6 +183,14 @@ fn rank_lines(c: &crate::trace::nld::ConfidenceRow, t: &Theme, width: usize) -> 
                 "verifier's token was the draft's 2nd choice: a correction row at this position would have hit"
                     .to_string(),
                 t.bonus,
+            )
+        } else if k == 1 {
+            // The log's rank is over the draft's distribution with the mask excluded;
+            // its drafted token was another (the mask's, or one of a tie).
+            (
+                "verifier's token was the draft's top choice without the mask, yet another was drafted: no correction row (the 2nd choice) would have hit"
+                    .to_string(),
+                t.dim,
             )
         } else {
             (
