@@ -251,13 +251,7 @@ impl Summary {
             );
         }
         for (fam, f) in &self.families {
-            let hist: Vec<String> = f
-                .hist
-                .iter()
-                .enumerate()
-                .filter(|(_, n)| **n > 0)
-                .map(|(a, n)| format!("{a}:{n}"))
-                .collect();
+            let hist = hist_text(&f.hist);
             let _ = writeln!(
                 s,
                 "family {fam:<6} rounds {:>5}  mean acceptance {:.2}  histogram {}",
@@ -303,14 +297,11 @@ impl Summary {
             let b: Vec<String> = t.blocks.iter().map(|(b, n)| format!("B{b}: {n}")).collect();
             let _ = writeln!(s, "block sizes  {}", b.join("  "));
         }
-        let hist: Vec<String> = t
-            .accept_hist
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| **n > 0)
-            .map(|(a, n)| format!("{a}:{n}"))
-            .collect();
-        let _ = writeln!(s, "tokens per round histogram  {}", hist.join(" "));
+        let _ = writeln!(
+            s,
+            "tokens per round histogram  {}",
+            hist_text(&t.accept_hist).join(" ")
+        );
         s
     }
 
@@ -322,6 +313,15 @@ impl Summary {
         }
         b.summary()
     }
+}
+
+/// A histogram's non-empty cells as `tokens:rounds`.
+fn hist_text(hist: &[usize]) -> Vec<String> {
+    hist.iter()
+        .enumerate()
+        .filter(|(_, n)| **n > 0)
+        .map(|(a, n)| format!("{a}:{n}"))
+        .collect()
 }
 
 /// One request as the events show it so far.

@@ -84,34 +84,36 @@ fn read_lines(path: &Path) -> Result<Lines> {
     let n = if ends { parts.len() - 1 } else { parts.len() };
     let mut rows = Vec::new();
     let mut warnings = Vec::new();
+    let cut_at = |lineno: usize| {
+        format!(
+            "{name}:{lineno}: the last line is incomplete; read up to line {}",
+            lineno - 1
+        )
+    };
     for (i, raw) in parts.iter().enumerate().take(n) {
         let lineno = i + 1;
         let cut = i + 1 == n && !ends;
-        let text = match std::str::from_utf8(raw) {
-            Ok(t) => t.trim(),
+        let parsed = std::str::from_utf8(raw)
+            .map_err(|e| anyhow!("{name}:{lineno}: invalid UTF-8 ({e})"))
+            .map(str::trim)
+            .and_then(|t| {
+                if t.is_empty() {
+                    return Ok(None);
+                }
+                serde_json::from_str::<Value>(t)
+                    .map(Some)
+                    .map_err(|e| anyhow!("{name}:{lineno}: bad JSON: {e}"))
+            });
+        match parsed {
+            Ok(None) => {}
+            Ok(Some(Value::Object(m))) => rows.push((lineno, m)),
+            Ok(Some(_)) => bail!("{name}:{lineno}: a line must be a JSON object"),
+            // A killed writer leaves a partial last line: read up to it.
             Err(_) if cut => {
-                warnings.push(format!(
-                    "{name}:{lineno}: the last line is incomplete; read up to line {}",
-                    lineno - 1
-                ));
+                warnings.push(cut_at(lineno));
                 break;
             }
-            Err(e) => bail!("{name}:{lineno}: invalid UTF-8 ({e})"),
-        };
-        if text.is_empty() {
-            continue;
-        }
-        match serde_json::from_str::<Value>(text) {
-            Ok(Value::Object(m)) => rows.push((lineno, m)),
-            Ok(_) => bail!("{name}:{lineno}: a line must be a JSON object"),
-            Err(_) if cut => {
-                warnings.push(format!(
-                    "{name}:{lineno}: the last line is incomplete; read up to line {}",
-                    lineno - 1
-                ));
-                break;
-            }
-            Err(e) => bail!("{name}:{lineno}: bad JSON: {e}"),
+            Err(e) => return Err(e),
         }
     }
     ensure!(!rows.is_empty(), "{name}: no lines to import");
