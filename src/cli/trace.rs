@@ -171,13 +171,7 @@ fn summary(file: PathBuf, json: bool) -> Result<()> {
             for a in &src.absent {
                 outln!("not in the log: {}", printable(a));
             }
-            let assumed = trace
-                .events
-                .iter()
-                .filter(|e| {
-                    matches!(&e.event, TraceEvent::Session(SessionEvent::ImportedRound(r)) if r.forwards().is_none())
-                })
-                .count();
+            let assumed = specscope::trace::nld::forwards_assumed(&trace);
             out!("{}", s.report_imported(assumed));
             return Ok(());
         }

@@ -245,10 +245,7 @@ pub fn read_recording(path: &Path) -> Result<RecordingFile> {
         .collect();
     let mut rounds = round_records(events);
     // An imported log's rounds, as far as it holds them.
-    rounds.extend(t.events.iter().filter_map(|s| match &s.event {
-        TraceEvent::Session(crate::trace::SessionEvent::ImportedRound(r)) => Some(r.record()),
-        _ => None,
-    }));
+    rounds.extend(crate::trace::nld::imported_rounds(&t).map(|r| r.record()));
     if rounds.is_empty() {
         bail!("{}: the recording holds no verified rounds", path.display());
     }

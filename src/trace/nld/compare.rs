@@ -9,7 +9,7 @@ use anyhow::Result;
 use serde::Serialize;
 
 use super::export::confidence_rows;
-use crate::trace::{SessionEvent, Summary, Trace, TraceEvent};
+use crate::trace::{Summary, Trace};
 
 /// One recording's acceptance figures.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -81,13 +81,7 @@ pub fn acceptance(trace: &Trace, source: String, short: String) -> Result<Accept
         rounds: rows.len(),
         tokens: summary.tally.new_tokens,
         tpf: summary.tpf(),
-        forwards_assumed: trace
-            .events
-            .iter()
-            .filter(|s| {
-                matches!(&s.event, TraceEvent::Session(SessionEvent::ImportedRound(r)) if r.forwards().is_none())
-            })
-            .count(),
+        forwards_assumed: super::forwards_assumed(trace),
         tokens_per_round: summary.tally.mean_accept(),
         full_blocks: share(full, rows.len()),
         accepted_confidence: mean(&acc),

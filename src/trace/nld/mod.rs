@@ -214,6 +214,23 @@ impl ImportedRound {
     }
 }
 
+/// The imported rounds of a recording, in its order.
+pub fn imported_rounds(trace: &crate::trace::Trace) -> impl Iterator<Item = &ImportedRound> {
+    trace.events.iter().filter_map(|s| match &s.event {
+        crate::trace::TraceEvent::Session(crate::trace::SessionEvent::ImportedRound(r)) => {
+            Some(&**r)
+        }
+        _ => None,
+    })
+}
+
+/// Rounds of a recording whose log counts no forwards (TPF takes two for each).
+pub fn forwards_assumed(trace: &crate::trace::Trace) -> usize {
+    imported_rounds(trace)
+        .filter(|r| r.forwards().is_none())
+        .count()
+}
+
 /// Forwards of a LinearSpec round: one draft, one verify.
 pub const LINEARSPEC_FORWARDS: u64 = 2;
 
