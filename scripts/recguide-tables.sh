@@ -23,8 +23,8 @@ for p in b200-nld8b h200-nld8b; do
     --limit 32 --max-new-tokens 128 --cost-profile "$p" --force --json "$out/$p.json" \
     | tee "$out/$p.txt"
 done
-# C = 128 held for shorter or longer: a closed batch of the 96 prompts (0), then the
-# prompts run 2, 3 and 4 times (1, 2 and 3 requests per slot).
+# C = 128 held for shorter or longer: a closed batch of 128 (the 96 prompts and 32 again;
+# 0), then the prompts run 2, 3 and 4 times (1, 2 and 3 requests per slot).
 for p in b200-nld8b h200-nld8b; do
   for k in 0 1 2 3; do
     "$bin" bench --configs linear,recguide --blocks 8 --concurrency 128 --requests-per-slot "$k" \

@@ -83,15 +83,87 @@ fn quiet_on_closed_pipes() {
     }
 }
 
+/// Whether descriptor 1 was closed when the process started (`specscope … >&-`).
+/// Rust's start-up quietly opens /dev/null on a closed standard descriptor before
+/// `main`, so the output would vanish with exit 0: it is looked at earlier, from the
+/// ELF initialisers the C runtime calls before Rust's start-up.
+static STDOUT_CLOSED_AT_START: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+#[cfg(target_os = "linux")]
+extern "C" fn note_closed_stdout() {
+    // SAFETY: F_GETFD only reads the descriptor's flags.
+    let closed = unsafe { libc::fcntl(libc::STDOUT_FILENO, libc::F_GETFD) } == -1;
+    STDOUT_CLOSED_AT_START.store(closed, std::sync::atomic::Ordering::Relaxed);
+}
+
+#[cfg(target_os = "linux")]
+#[used]
+#[link_section = ".init_array"]
+static NOTE_CLOSED_STDOUT: extern "C" fn() = note_closed_stdout;
+
+/// Whether standard output can take what the command prints: a run that cannot print
+/// fails before it starts, with one line on stderr.
+fn stdout_open() -> bool {
+    !STDOUT_CLOSED_AT_START.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The command line, with `--help`, `--version` and `help …` written here so that a
+/// full disk or a closed pipe is an error (clap ignores its own write errors); a
+/// usage error goes to stderr as clap writes it.
+fn parse() -> Result<Cli, ExitCode> {
+    use clap::error::ErrorKind;
+    use std::io::{IsTerminal, Write};
+    match Cli::try_parse() {
+        Ok(cli) => Ok(cli),
+        Err(e)
+            if matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) =>
+        {
+            let mut out = std::io::stdout().lock();
+            let text = if out.is_terminal() {
+                e.render().ansi().to_string()
+            } else {
+                e.render().to_string()
+            };
+            let code = if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
+            match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+                Ok(()) => Err(code),
+                Err(e) => {
+                    eprintln!("specscope: error: cannot write to standard output: {e}");
+                    Err(ExitCode::FAILURE)
+                }
+            }
+        }
+        Err(e) => {
+            let _ = e.print();
+            Err(ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2)))
+        }
+    }
+}
+
 fn main() -> ExitCode {
     quiet_on_closed_pipes();
+    if !stdout_open() {
+        eprintln!("specscope: error: standard output is closed: nothing could be printed (redirect it to /dev/null to discard it)");
+        return ExitCode::FAILURE;
+    }
     if let Some(w) = specscope::settle_thread_count() {
         eprintln!("specscope: warning: {w}");
     }
-    let cli = Cli::parse();
-    if let Some(note) = cli::embedded::ensure_assets() {
-        eprintln!("specscope: {note}");
-    }
+    let cli = match parse() {
+        Ok(cli) => cli,
+        Err(code) => return code,
+    };
+    cli::embedded::ensure_assets_and_say();
     let command = cli
         .command
         .unwrap_or_else(|| Command::Chat(Box::new(cli.chat)));

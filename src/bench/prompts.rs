@@ -77,6 +77,17 @@ pub fn read_prompt_file(path: &Path) -> Result<Vec<PromptRecord>> {
         if rec.prompt.trim().is_empty() {
             bail!("{}:{}: empty prompt", path.display(), i + 1);
         }
+        // Families and tasks are printed to the terminal and drawn into SVG labels:
+        // an escape sequence or a control character is refused, not passed on.
+        for (field, text) in [("family", Some(&rec.family)), ("task", rec.task.as_ref())] {
+            if text.is_some_and(|t| t.chars().any(char::is_control)) {
+                bail!(
+                    "{}:{}: `{field}` holds a control character",
+                    path.display(),
+                    i + 1
+                );
+            }
+        }
         out.push(PromptRecord {
             source: format!("{}:{}", path.display(), i + 1),
             ..rec
@@ -153,15 +164,21 @@ pub const MAX_REQUESTS: usize = 1 << 20;
 /// the load is held until at least half of them have finished instead of draining
 /// from its first forward, and every prompt, so every family, weighs the same at every
 /// load. A repeat is its prompt again: at temperature 0 it decodes the same tokens,
-/// and it counts again.
+/// and it counts again. `per_slot` 0 is a closed batch: each prompt once, and where
+/// the list is shorter than the load, the list again in order up to `concurrency`
+/// requests, so that the load a result is labelled with was in flight at its start.
 pub fn requests_at(
     prompts: &[BenchPrompt],
     concurrency: usize,
     per_slot: usize,
 ) -> Result<Vec<BenchPrompt>> {
-    let want = concurrency.saturating_mul(per_slot);
-    let passes = want.div_ceil(prompts.len().max(1)).max(1);
-    let n = passes.saturating_mul(prompts.len());
+    let n = if per_slot == 0 {
+        prompts.len().max(concurrency)
+    } else {
+        let want = concurrency.saturating_mul(per_slot);
+        let passes = want.div_ceil(prompts.len().max(1)).max(1);
+        passes.saturating_mul(prompts.len())
+    };
     if n > MAX_REQUESTS {
         bail!(
             "{n} requests at concurrency {concurrency} ({per_slot} per slot over {} prompts): more than {MAX_REQUESTS}",
@@ -214,14 +231,46 @@ mod tests {
         };
         // Enough prompts: each once.
         assert_eq!(firsts(1, 2), [0, 1, 2]);
-        assert_eq!(firsts(4, 0), [0, 1, 2]);
+        assert_eq!(firsts(2, 0), [0, 1, 2]);
         assert_eq!(firsts(3, 1), [0, 1, 2]);
+        // A closed batch fills the load it is labelled with, however short the list.
+        assert_eq!(firsts(4, 0), [0, 1, 2, 0]);
+        for c in 1..40 {
+            assert!(requests_at(&prompts, c, 0).unwrap().len() >= c, "C = {c}");
+        }
         // Too few: the whole list again, in order, until C × per_slot are reached.
         assert_eq!(firsts(4, 1), [0, 1, 2, 0, 1, 2]);
         assert_eq!(firsts(4, 2), [0, 1, 2, 0, 1, 2, 0, 1, 2]);
         // A request count past the bound is refused, naming the load.
         let err = requests_at(&prompts, usize::MAX, 2).unwrap_err();
         assert!(err.to_string().contains("more than"), "{err}");
+    }
+
+    /// Every control character, in a family or a task, on any line: refused naming
+    /// the file, the line and the field.
+    #[test]
+    fn control_characters_in_names_are_refused_naming_line_and_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.jsonl");
+        let good = r#"{"prompt": "hi", "family": "qa", "task": "greeting"}"#;
+        let controls = (0u32..0x20).chain(0x7f..0xa0).filter_map(char::from_u32);
+        for (k, c) in controls.enumerate() {
+            let field = if k % 2 == 0 { "family" } else { "task" };
+            let bad = serde_json::json!({"prompt": "hi", "family": "qa", "task": "t"});
+            let mut bad = bad;
+            bad[field] = format!("a{c}[31mb").into();
+            let line = 1 + k % 3;
+            let mut lines = vec![good.to_string(); 3];
+            lines[line - 1] = bad.to_string();
+            std::fs::write(&path, lines.join("\n")).unwrap();
+            let e = read_prompt_file(&path).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("p.jsonl:{line}:")) && e.contains(field),
+                "{c:?}: {e}"
+            );
+        }
+        std::fs::write(&path, good).unwrap();
+        assert_eq!(read_prompt_file(&path).unwrap().len(), 1);
     }
 
     #[test]

@@ -20,7 +20,13 @@ pub fn repeated_prompts(results: &[BenchResult], prompts: usize, per_slot: usize
     }
     let loads: Vec<String> = loads
         .iter()
-        .map(|(c, n)| format!("C = {c}: {n} ({} each)", n / prompts.max(1)))
+        .map(|(c, n)| {
+            let p = prompts.max(1);
+            match n % p {
+                0 => format!("C = {c}: {n} ({} each)", n / p),
+                r => format!("C = {c}: {n} ({} each, the first {r} once more)", n / p),
+            }
+        })
         .collect();
     format!(
         "requests: the {prompts} prompts, run again, in order, to hold each load (--requests-per-slot {per_slot}): {}\n",

@@ -365,6 +365,27 @@ impl BenchResult {
         }
     }
 
+    /// The configuration this result's name denotes, rebuilt from the name with the
+    /// result's own block size, row table, threshold and shared options: `None` for a
+    /// name no sweep makes. Equal options and batching mean the name tells the truth.
+    pub fn named_config(&self) -> Option<BenchConfig> {
+        use clap::ValueEnum;
+        let blocks: Vec<usize> = match self.options.blocks {
+            Blocks::Fixed(b) => vec![b],
+            Blocks::Adaptive(_) => Vec::new(),
+        };
+        configs(
+            Config::value_variants(),
+            &blocks,
+            &[self.options.row_table],
+            &[self.options.threshold],
+            &self.options,
+        )
+        .ok()?
+        .into_iter()
+        .find(|c| c.name == self.config)
+    }
+
     /// The fixed block size of a LinearSS or fixed-B RecGuide configuration.
     pub fn fixed_block(&self) -> Option<usize> {
         match (self.options.mode, &self.options.blocks) {

@@ -54,7 +54,9 @@ pub struct BenchArgs {
     pub concurrency: Vec<usize>,
     /// Each load runs at least this many requests per slot (this × --concurrency),
     /// running the prompt list whole again, in order, when it has fewer; a repeat
-    /// decodes the same tokens and counts again. 0 runs each prompt once.
+    /// decodes the same tokens and counts again. 0 runs each prompt once (a closed
+    /// batch where the list is no longer than the load; the list again up to the load
+    /// where it is shorter).
     #[arg(long, default_value_t = 2, value_parser = super::count(0, 64))]
     pub requests_per_slot: usize,
     /// Tokens to decode per prompt.

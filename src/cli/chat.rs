@@ -19,7 +19,7 @@ use specscope::trace::read_trace;
 use specscope::tui::app::{run_live, run_replay, Ended, Live, Player, Screen, TermInput, Ui};
 use specscope::tui::config::config_dir;
 use specscope::tui::keymap::Keymap;
-use specscope::tui::state::{Level, State, DEFAULT_LIVE_PACE, LIVE_PACES_MS};
+use specscope::tui::state::{Level, State, Topic, DEFAULT_LIVE_PACE, LIVE_PACES_MS};
 use specscope::tui::terminal::TerminalGuard;
 use specscope::tui::theme::Theme;
 
@@ -93,7 +93,12 @@ pub struct ChatArgs {
 #[derive(Debug, Clone, Args)]
 pub struct ReplayArgs {
     /// A recording made with --record, the record key, or `specscope trace record`.
-    pub file: PathBuf,
+    #[arg(required_unless_present = "demo", conflicts_with = "demo")]
+    pub file: Option<PathBuf>,
+    /// Replay the bundled demo recording, wherever it is (the tree's assets/, or the
+    /// data directory an installed binary unpacks into).
+    #[arg(long)]
+    pub demo: bool,
     #[command(flatten)]
     pub ui: UiArgs,
     /// Start paused (step with F6).
@@ -163,6 +168,19 @@ impl FullScreen {
             _guard: guard,
             rt,
         })
+    }
+}
+
+/// The assets' start-up note (unpacked, repaired, or why not) on the messages page
+/// too: stderr is hidden behind the screen.
+fn say_startup_note(state: &mut State) {
+    if let Some(n) = super::embedded::note() {
+        let level = if n.starts_with("cannot") {
+            Level::Warning
+        } else {
+            Level::Info
+        };
+        state.status.notice(n, level, Topic::General);
     }
 }
 
@@ -266,6 +284,7 @@ pub fn chat(args: ChatArgs) -> Result<ExitCode> {
         .with_intro(about, examples)
         .with_prices(&pricing.label)
         .with_keys(&ui.keymap);
+    say_startup_note(&mut state);
     state.session.context_turns = args.context_turns.or(bundled(&loaded).then_some(0));
     state.status.pace = args
         .pace
@@ -312,7 +331,16 @@ fn report_messages(s: &State) {
 }
 
 pub fn replay(args: ReplayArgs) -> Result<ExitCode> {
-    let trace = read_trace(&args.file)?;
+    let demo = specscope::model::source::assets_dir().join("demo.jsonl");
+    let file = args.file.unwrap_or_else(|| demo.clone());
+    if !file.exists() && file.file_name() == demo.file_name() && file != demo {
+        bail!(
+            "{} does not exist; the bundled demo is {} (`specscope replay --demo` opens it from anywhere)",
+            file.display(),
+            demo.display()
+        );
+    }
+    let trace = read_trace(&file)?;
     require_terminal()?;
     let ui = args.ui.load();
     let h = &trace.header;
@@ -323,7 +351,8 @@ pub fn replay(args: ReplayArgs) -> Result<ExitCode> {
     )
     .with_source(h.source.clone())
     .with_keys(&ui.keymap);
-    let mut player = Player::new(trace, args.file.display().to_string());
+    say_startup_note(&mut state);
+    let mut player = Player::new(trace, file.display().to_string());
     player.playing = !args.paused;
     let mut fs = FullScreen::open()?;
     let r = fs.rt.block_on(run_replay(

@@ -130,6 +130,21 @@ impl DecodeArgs {
             o.blocks = Blocks::Adaptive(set.clone());
         }
         let fixed_wanted = self.mode != Mode::Recguide || self.no_adaptive || self.block.is_some();
+        if fixed_wanted && self.adaptive_blocks.is_some() {
+            let why = if self.mode != Mode::Recguide {
+                format!(
+                    "--mode {} decodes fixed blocks",
+                    format!("{:?}", self.mode).to_lowercase()
+                )
+            } else if self.no_adaptive {
+                "--no-adaptive fixes the block".to_string()
+            } else {
+                "--block fixes the block".to_string()
+            };
+            anyhow::bail!(
+                "--adaptive-blocks sets the sizes RecGuide's adaptive rule chooses from, and {why}: drop one of them"
+            );
+        }
         if fixed_wanted {
             o.blocks = Blocks::Fixed(fixed);
         }

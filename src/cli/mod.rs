@@ -253,8 +253,8 @@ pub struct PromptFileArgs {
     /// the bundled held-out sets in assets/prompts/.
     #[arg(long, value_delimiter = ',')]
     pub prompts: Vec<std::path::PathBuf>,
-    /// Prompts per family (default: all).
-    #[arg(long)]
+    /// Prompts per family, at least 1 (default: all).
+    #[arg(long, value_parser = count(1, u64::MAX))]
     pub limit: Option<usize>,
     /// Prompts per family to pass over first (e.g. to keep the bench's prompts out of
     /// the survival tables).

@@ -7,17 +7,44 @@ use anyhow::{bail, Context, Result};
 use hf_hub::{Repo, RepoType};
 
 /// The shipped assets (the bundled model, the prompt sets, the survival tables, the
-/// demo): `$SPECSCOPE_ASSETS`, else the source tree the binary was built from, else an
-/// `assets/` in the working directory or above the executable (a prebuilt binary run
-/// in a copy of the tree, as on a lent GPU machine). The first that holds the bundled
-/// model wins; the source tree's path when none does (its error names it).
+/// demo): `$SPECSCOPE_ASSETS`, else the source tree the binary was built from while
+/// it runs from that tree (`target/…`; an installed copy reads what it carries, not a
+/// tree that may have moved on since), else an `assets/` in the working directory or
+/// above the executable (a prebuilt binary run in a copy of the tree, as on a lent GPU
+/// machine), else the data directory an installed binary unpacks into. The first
+/// that holds the bundled model wins; the source tree's path when none does (its
+/// error names it), or the data directory's for an installed binary.
 pub fn assets_dir() -> PathBuf {
+    found_assets_dir().unwrap_or_else(|| {
+        let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets");
+        if runs_from_tree() {
+            built
+        } else {
+            installed_assets_dir().unwrap_or(built)
+        }
+    })
+}
+
+/// Whether this executable lies in the source tree it was built from.
+fn runs_from_tree() -> bool {
+    let tree = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tree = tree.canonicalize().unwrap_or_else(|_| tree.to_path_buf());
+    std::env::current_exe()
+        .ok()
+        .and_then(|e| e.canonicalize().ok())
+        .is_some_and(|e| e.starts_with(tree))
+}
+
+/// The first of [`assets_dir`]'s places that holds the bundled model.
+pub fn found_assets_dir() -> Option<PathBuf> {
     let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets");
     let mut candidates: Vec<PathBuf> = std::env::var_os("SPECSCOPE_ASSETS")
         .map(PathBuf::from)
         .into_iter()
         .collect();
-    candidates.push(built.clone());
+    if runs_from_tree() {
+        candidates.push(built);
+    }
     if let Ok(cwd) = std::env::current_dir() {
         candidates.push(cwd.join("assets"));
     }
@@ -30,7 +57,6 @@ pub fn assets_dir() -> PathBuf {
     candidates
         .into_iter()
         .find(|d| d.join("tiny-nld").join("config.json").is_file())
-        .unwrap_or(built)
 }
 
 /// Where an installed binary keeps the assets it carries: `$SPECSCOPE_DATA_DIR/assets`,
@@ -42,9 +68,13 @@ pub fn installed_assets_dir() -> Option<PathBuf> {
     directories::ProjectDirs::from("", "", "specscope").map(|d| d.data_dir().join("assets"))
 }
 
+/// Numbers this process's temporary files, so no two writers share one.
+static UNPACKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// Writes `files` (path under the assets directory, bytes) into `dir`, each through a
-/// temporary file and a rename, the model's config last: a run killed half-way leaves
-/// no directory that looks complete.
+/// temporary file of this process's own and a rename, the model's config last: a run
+/// killed half-way leaves no directory that looks complete, and runs unpacking at
+/// once each put whole files in place.
 pub fn unpack_assets(files: &[(&str, &[u8])], dir: &Path) -> anyhow::Result<()> {
     use anyhow::Context;
     let (last, rest): (Vec<_>, Vec<_>) = files
@@ -56,10 +86,21 @@ pub fn unpack_assets(files: &[(&str, &[u8])], dir: &Path) -> anyhow::Result<()> 
             std::fs::create_dir_all(parent)
                 .with_context(|| format!("cannot create {}", parent.display()))?;
         }
-        let tmp = path.with_extension("partial");
-        std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
-        std::fs::rename(&tmp, &path)
-            .with_context(|| format!("cannot move {} into place", path.display()))?;
+        let tmp = path.with_extension(format!(
+            "{}-{}.partial",
+            std::process::id(),
+            UNPACKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        let written = std::fs::write(&tmp, bytes)
+            .with_context(|| format!("cannot write {}", tmp.display()))
+            .and_then(|()| {
+                std::fs::rename(&tmp, &path)
+                    .with_context(|| format!("cannot move {} into place", path.display()))
+            });
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        written?;
     }
     Ok(())
 }
@@ -159,8 +200,9 @@ impl ModelSource {
                 let dir = bundled_dir();
                 if !dir.join("config.json").is_file() {
                     bail!(
-                        "no --model given and the bundled model is missing at {} (it is made by `specscope train`; a binary away from its tree looks in ./assets, $SPECSCOPE_ASSETS and the data directory, where it unpacks its own copy); pass --model DIR or --model OWNER/NAME",
-                        dir.display()
+                        "no --model given and the bundled model is not at {}: an installed binary unpacks its own copy into {} on its first run (a note above says why that failed; SPECSCOPE_DATA_DIR moves it), and a checkout keeps it in assets/tiny-nld; pass --model DIR or --model OWNER/NAME",
+                        dir.display(),
+                        installed_assets_dir().map_or_else(|| "the data directory".to_string(), |d| d.display().to_string())
                     );
                 }
                 local_files(&dir, "bundled:tiny-nld".to_string())

@@ -20,15 +20,23 @@ pub struct Hist {
 impl Hist {
     /// Counts a round that advanced `advance` tokens, whole block (`full`) or not.
     pub fn add(&mut self, advance: usize, full: bool) {
+        self.add_n(advance, full, 1);
+    }
+
+    /// Counts `n` such rounds at once (a histogram's cell is a count, not a loop).
+    pub fn add_n(&mut self, advance: usize, full: bool, n: usize) {
+        if n == 0 {
+            return;
+        }
+        let len = self.full.len().max(self.partial.len()).max(advance + 1);
+        self.full.resize(len, 0);
+        self.partial.resize(len, 0);
         let v = if full {
             &mut self.full
         } else {
             &mut self.partial
         };
-        crate::engine::events::count_in(v, advance);
-        let n = self.full.len().max(self.partial.len());
-        self.full.resize(n, 0);
-        self.partial.resize(n, 0);
+        v[advance] = v[advance].saturating_add(n);
     }
 
     pub fn rounds(&self) -> usize {
@@ -72,12 +80,8 @@ impl Acceptance {
         };
         for h in &self.families {
             for (a, (&f, &p)) in h.full.iter().zip(&h.partial).enumerate() {
-                for _ in 0..f {
-                    t.add(a, true);
-                }
-                for _ in 0..p {
-                    t.add(a, false);
-                }
+                t.add_n(a, true, f);
+                t.add_n(a, false, p);
             }
         }
         t
@@ -122,9 +126,7 @@ pub fn acceptance_from_bench(r: &BenchResult) -> Acceptance {
                 ..Hist::default()
             };
             for (a, &n) in counts.iter().enumerate() {
-                for _ in 0..n {
-                    h.add(a, Some(a) == block);
-                }
+                h.add_n(a, Some(a) == block, n);
             }
             h
         })

@@ -78,12 +78,83 @@ fn check_results(results: &[BenchResult]) -> Result<()> {
             "{what}: concurrency {} is not a load a bench runs",
             r.concurrency
         );
+        // Names are drawn as SVG text: no control character (XML has none).
+        for name in std::iter::once(&r.config).chain(r.accept_hist_by_family.keys()) {
+            anyhow::ensure!(
+                !name.chars().any(char::is_control),
+                "{what}: the name {name:?} holds a control character"
+            );
+        }
+        // The name is what ran: `linear B=8` with B = 32 in its options is refused.
+        anyhow::ensure!(
+            r.named_config()
+                .is_some_and(|c| c.options == r.options && c.batching == r.batching),
+            "{what}: its options ({:?}, {}) and batching are not what the configuration `{}` runs",
+            r.options.mode,
+            r.options.blocks,
+            r.config
+        );
+        anyhow::ensure!(
+            (r.concurrency..=crate::bench::prompts::MAX_REQUESTS).contains(&r.requests),
+            "{what}: {} requests, not a number a bench runs at a load of {} (it runs at least the load and at most {})",
+            r.requests,
+            r.concurrency,
+            crate::bench::prompts::MAX_REQUESTS
+        );
+        for (name, n, most) in [
+            ("answers_checked", r.answers_checked, r.requests),
+            ("answers_right", r.answers_right, r.answers_checked),
+            ("ended_at_eos", r.ended_at_eos, r.requests),
+        ] {
+            anyhow::ensure!(
+                n <= most,
+                "{what}: `{name}` is {n}, more than the {most} it counts among"
+            );
+        }
         crate::trace::validate::tally(&r.tally, most, r.requests.max(1))
             .with_context(|| what.clone())?;
+        // A round advances at most the largest block it could draft.
+        let largest = match (&r.options.mode, &r.options.blocks) {
+            (crate::engine::Mode::Ar, _) => 1,
+            (_, crate::engine::Blocks::Fixed(b)) => *b,
+            (_, crate::engine::Blocks::Adaptive(set)) => {
+                set.iter().copied().max().unwrap_or(MAX_BLOCK)
+            }
+        };
+        anyhow::ensure!(
+            r.tally.accept_hist.len() <= largest + 1,
+            "{what}: rounds advancing {} tokens, more than the block of {largest}",
+            r.tally.accept_hist.len().saturating_sub(1)
+        );
+        let mut families = Vec::new();
         for (family, h) in &r.accept_hist_by_family {
             anyhow::ensure!(
-                h.len() <= MAX_BLOCK + 1 && h.iter().all(|&n| n <= most),
+                h.len() <= largest + 1 && h.iter().all(|&n| n <= most),
                 "{what}: the histogram of `{family}` is not one a bench writes"
+            );
+            crate::engine::events::add_hist(&mut families, h);
+        }
+        while families.last() == Some(&0) {
+            families.pop();
+        }
+        let mut all = r.tally.accept_hist.clone();
+        while all.last() == Some(&0) {
+            all.pop();
+        }
+        anyhow::ensure!(
+            families == all,
+            "{what}: the families' histograms do not add up to the tally's"
+        );
+        // What is derived from the counts is derived again, not trusted.
+        let modeled = crate::engine::events::ratio(r.tally.new_tokens as f64, r.modeled_secs);
+        for (name, x, want) in [
+            ("tpf", r.tpf, r.tally.tpf()),
+            ("mean_accept", r.mean_accept, r.tally.mean_accept()),
+            ("modeled_tokens_per_sec", r.modeled_tokens_per_sec, modeled),
+        ] {
+            anyhow::ensure!(
+                (x - want).abs() <= 1e-9 * want.abs().max(1.0),
+                "{what}: `{name}` is {x}, but its counts give {want}"
             );
         }
         for (name, x) in [

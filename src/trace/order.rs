@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use anyhow::{bail, ensure, Result};
 
 use super::{SessionEvent, Stamped, TraceEvent};
-use crate::engine::events::{DecodeEvent, RequestId, Tally};
+use crate::engine::events::{DecodeEvent, Mode, RequestId, Tally};
 
 /// The order a recorder writes: `seq` rises line by line, a request starts once and its
 /// events come between its start and its end (`request_finished`, or an `error` naming
@@ -22,6 +22,8 @@ pub struct Order {
     /// answer's last round past its end).
     rebuilt: super::summary::SummaryBuilder,
     check_stats: bool,
+    /// The header's event version: block diffusion came with version 5.
+    event_version: u32,
     /// The line of `session_end`.
     end: Option<usize>,
     requests: HashMap<RequestId, Life>,
@@ -33,6 +35,133 @@ struct Life {
     started: usize,
     /// The line that ended it, and how.
     ended: Option<(usize, &'static str)>,
+    /// Its mode, as `request_started` says: which round events it may have.
+    mode: Option<Mode>,
+    /// Block diffusion: the round being denoised, as its steps left it.
+    canvas: Option<Canvas>,
+    /// Block diffusion: the last block written (round, tokens), which the round's
+    /// `committed` keeps a prefix of.
+    written: Option<(usize, Vec<u32>)>,
+}
+
+/// A diffusion round's canvas after its last `denoised` step.
+#[derive(Debug)]
+struct Canvas {
+    round: usize,
+    step: usize,
+    tokens: Vec<Option<u32>>,
+    step_of: Vec<usize>,
+}
+
+/// The round events a request of `mode` has, by kind: a LinearSS round's in a
+/// diffusion request (or the reverse) was spliced in or edited.
+fn belongs(mode: Mode, d: &DecodeEvent) -> bool {
+    let diffusion = mode == Mode::Diffusion;
+    match d {
+        DecodeEvent::BlockChosen { .. }
+        | DecodeEvent::Drafted { .. }
+        | DecodeEvent::BranchesBuilt { .. }
+        | DecodeEvent::Verified { .. }
+        | DecodeEvent::BranchResolved { .. } => !diffusion,
+        DecodeEvent::Denoised { .. } | DecodeEvent::BlockWritten { .. } => diffusion,
+        _ => true,
+    }
+}
+
+impl Life {
+    /// A diffusion event against the round's steps so far: steps rise by one from 1,
+    /// a step fills exactly its `positions` and changes nothing committed before, the
+    /// block written is the last canvas with each position's step, and the round
+    /// commits a prefix of it.
+    fn diffusion(&mut self, d: &DecodeEvent) -> Result<()> {
+        match d {
+            DecodeEvent::Denoised {
+                round,
+                step,
+                canvas,
+                positions,
+                ..
+            } => {
+                if let Some((w, _)) = &self.written {
+                    ensure!(
+                        w < round,
+                        "round {round} is denoised after its block was written"
+                    );
+                }
+                let before = match self.canvas.take() {
+                    Some(c) if c.round == *round => c,
+                    _ => Canvas {
+                        round: *round,
+                        step: 0,
+                        tokens: vec![None; canvas.len()],
+                        step_of: vec![0; canvas.len()],
+                    },
+                };
+                ensure!(
+                    *step == before.step + 1,
+                    "round {round}'s `step` is {step} after step {}: steps rise by one from 1",
+                    before.step
+                );
+                ensure!(
+                    canvas.len() == before.tokens.len(),
+                    "round {round}'s canvas has {} positions, its earlier steps {}",
+                    canvas.len(),
+                    before.tokens.len()
+                );
+                let mut step_of = before.step_of;
+                for (k, (was, now)) in before.tokens.iter().zip(canvas).enumerate() {
+                    let filled = positions.contains(&k);
+                    match (was, now, filled) {
+                        (None, Some(_), true) => step_of[k] = *step,
+                        (was, now, false) if was == now => {}
+                        _ => bail!(
+                            "round {round} step {step}: canvas position {k} is {now:?} after {was:?}, {} in `positions`",
+                            if filled { "named" } else { "not named" }
+                        ),
+                    }
+                }
+                self.canvas = Some(Canvas {
+                    round: *round,
+                    step: *step,
+                    tokens: canvas.clone(),
+                    step_of,
+                });
+            }
+            DecodeEvent::BlockWritten {
+                round,
+                block,
+                steps,
+                ..
+            } => {
+                let Some(c) = self.canvas.take().filter(|c| c.round == *round) else {
+                    bail!("round {round}'s `block_written` has no `denoised` step before it");
+                };
+                let last: Vec<Option<u32>> = block.iter().copied().map(Some).collect();
+                ensure!(
+                    c.tokens == last,
+                    "round {round}'s `block_written.block` differs from its last canvas (step {})",
+                    c.step
+                );
+                ensure!(
+                    *steps == c.step_of,
+                    "round {round}'s `block_written.steps` differ from the steps that filled each position"
+                );
+                self.written = Some((*round, block.clone()));
+            }
+            DecodeEvent::Committed { round, tokens, .. } if *round > 0 => {
+                let ok = self
+                    .written
+                    .as_ref()
+                    .is_some_and(|(w, b)| w == round && b.starts_with(tokens));
+                ensure!(
+                    ok,
+                    "round {round} commits tokens its `block_written` does not begin with"
+                );
+            }
+            _ => {}
+        }
+        Ok(())
+    }
 }
 
 impl Order {
@@ -40,6 +169,7 @@ impl Order {
     pub fn new(event_version: u32) -> Self {
         Self {
             check_stats: event_version >= 3,
+            event_version,
             ..Self::default()
         }
     }
@@ -83,17 +213,23 @@ impl Order {
         let Some(req) = d.request() else {
             return Ok(());
         };
-        if let DecodeEvent::RequestStarted { .. } = d {
+        if let DecodeEvent::RequestStarted { mode, .. } = d {
             if let Some(l) = self.requests.get(&req) {
                 bail!(
                     "request {req} starts again (it started at line {})",
                     l.started
                 );
             }
+            ensure!(
+                *mode != Mode::Diffusion || self.event_version >= 5,
+                "request {req} decodes by block diffusion, which event version {} does not have (version 5 added it)",
+                self.event_version
+            );
             self.requests.insert(
                 req,
                 Life {
                     started: line,
+                    mode: Some(*mode),
                     ..Life::default()
                 },
             );
@@ -109,6 +245,16 @@ impl Order {
         };
         if let Some((at, how)) = life.ended {
             bail!("request {req} {how} at line {at}");
+        }
+        if let Some(mode) = life.mode {
+            ensure!(
+                belongs(mode, d),
+                "request {req} decodes {}: this event belongs to another mode's rounds",
+                format!("{mode:?}").to_lowercase()
+            );
+            if mode == Mode::Diffusion {
+                life.diffusion(d)?;
+            }
         }
         if let (true, DecodeEvent::RequestFinished { stats, .. }) = (self.check_stats, d) {
             if let Some(rebuilt) = self.rebuilt.open_tally(req) {
@@ -128,7 +274,7 @@ impl Order {
 
 /// A request's stated statistics against those its events add up to.
 fn stats_agree(stated: &Tally, events: &Tally, req: RequestId) -> Result<()> {
-    let pairs: [(&str, usize, usize); 10] = [
+    let pairs: [(&str, usize, usize); 12] = [
         ("new_tokens", stated.new_tokens, events.new_tokens),
         ("decode_tokens", stated.decode_tokens, events.decode_tokens),
         ("rounds", stated.rounds, events.rounds),
@@ -155,6 +301,8 @@ fn stats_agree(stated: &Tally, events: &Tally, req: RequestId) -> Result<()> {
             events.refresh_forwards,
         ),
         ("ar_agree", stated.ar_agree, events.ar_agree),
+        ("ar_judged", stated.ar_judged, events.ar_judged),
+        ("rows", stated.rows, events.rows),
     ];
     for (what, a, b) in pairs {
         ensure!(
@@ -162,9 +310,16 @@ fn stats_agree(stated: &Tally, events: &Tally, req: RequestId) -> Result<()> {
             "request {req}'s `stats.tally.{what}` is {a}, but its events add up to {b}"
         );
     }
-    ensure!(
-        stated.accept_hist == events.accept_hist && stated.blocks == events.blocks,
-        "request {req}'s `stats.tally` histograms differ from what its events add up to"
-    );
+    for (what, same) in [
+        ("accept_hist", stated.accept_hist == events.accept_hist),
+        ("ended_hist", stated.ended_hist == events.ended_hist),
+        ("blocks", stated.blocks == events.blocks),
+        ("branches", stated.branches == events.branches),
+    ] {
+        ensure!(
+            same,
+            "request {req}'s `stats.tally.{what}` differs from what its events add up to"
+        );
+    }
     Ok(())
 }

@@ -343,6 +343,17 @@ fn run_modes_agree_with_ar_on_the_trained_fixture() {
     assert_clean_error(&o, "block size");
     let o = run_x(&["--adaptive-blocks", "8,0"]);
     assert_clean_error(&o, "block size 0 is out of range");
+    // A set of adaptive sizes where the block is fixed is refused, not ignored.
+    for fixed in [
+        &["--mode", "linear"][..],
+        &["--mode", "ar"],
+        &["--mode", "diffusion"],
+        &["--no-adaptive"],
+        &["--block", "8"],
+    ] {
+        let o = run_x(&[fixed, &["--adaptive-blocks", "8,16"]].concat());
+        assert_clean_error(&o, "--adaptive-blocks sets the sizes");
+    }
     let o = run_x(&["--mode", "linear", "--block", "1000000"]);
     assert_clean_error(&o, "block size 1000000 is out of range");
     let o = run_x(&["--risk-threshold", "-1"]);
@@ -407,14 +418,15 @@ fn bench_runs_side_by_side_and_names_bad_prompt_lines() {
         "{table}"
     );
     assert_eq!(v["requests_per_slot"], 2);
-    // 0: each prompt once, the load short of its slots.
+    // 0: each prompt once, and again up to the load where the list is shorter: C = 4
+    // over 2 prompts starts 4 requests, C = 3 three.
     let o = bench(&[
         "--configs",
         "linear",
         "--blocks",
         "8",
         "--concurrency",
-        "4",
+        "3,4",
         "--max-new-tokens",
         "8",
         "--requests-per-slot",
@@ -425,10 +437,17 @@ fn bench_runs_side_by_side_and_names_bad_prompt_lines() {
         json.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(!String::from_utf8_lossy(&o.stdout).contains("run again"));
+    let table = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        table.contains(
+            "(--requests-per-slot 0): C = 3: 3 (1 each, the first 1 once more), C = 4: 4 (2 each)"
+        ),
+        "{table}"
+    );
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    assert_eq!(v["results"][0]["requests"], 2);
+    assert_eq!(v["results"][0]["requests"], 3);
+    assert_eq!(v["results"][1]["requests"], 4);
 
     std::fs::write(&prompts, "{\"prompt\": \"ok\"}\n{not json}\n").unwrap();
     assert_clean_error(&bench(&[]), "p.jsonl:2");
@@ -1239,4 +1258,103 @@ fn the_gpu_check_refuses_bad_inputs_before_running_anything() {
     }
     assert!(!marker.exists(), "text in BUDGET ran");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "x");
+}
+
+/// How standard output is broken for a run.
+#[cfg(unix)]
+#[derive(Debug, Clone, Copy)]
+enum Broken {
+    /// Descriptor 1 closed (`>&-`).
+    Closed,
+    /// A device that refuses every write (a full disk).
+    Full,
+}
+
+#[cfg(unix)]
+fn with_stdout(args: &[&str], broken: Broken) -> Output {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = specscope(args);
+    cmd.stderr(Stdio::piped());
+    match broken {
+        Broken::Closed => {
+            // SAFETY: close(2) is async-signal-safe; the child has one thread here.
+            unsafe {
+                cmd.stdout(Stdio::inherit()).pre_exec(|| {
+                    libc::close(1);
+                    Ok(())
+                });
+            }
+        }
+        Broken::Full => {
+            let full = std::fs::OpenOptions::new()
+                .write(true)
+                .open("/dev/full")
+                .unwrap();
+            cmd.stdout(Stdio::from(full));
+        }
+    }
+    cmd.output().unwrap()
+}
+
+/// The subcommands `specscope [PARENT] --help` lists.
+fn subcommands(parent: &[&str]) -> Vec<String> {
+    let help = run(&[parent, &["--help"]].concat());
+    let text = String::from_utf8_lossy(&help.stdout).to_string();
+    text.lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .map(str::to_string)
+        .collect()
+}
+
+/// Output that cannot be written is never a success: for every subcommand's help, for
+/// `--help`, `--version` and `help CMD`, and for commands that print, a closed or
+/// full stdout is a non-zero exit with one line on stderr and no panic.
+#[cfg(unix)]
+#[test]
+fn output_that_cannot_be_written_is_never_a_success() {
+    let top = subcommands(&[]);
+    assert!(top.len() >= 15, "{top:?}");
+    let mut cases: Vec<Vec<String>> = vec![
+        vec!["--help".into()],
+        vec!["--version".into()],
+        vec!["help".into()],
+    ];
+    for c in &top {
+        cases.push(vec![c.clone(), "--help".into()]);
+        cases.push(vec!["help".into(), c.clone()]);
+        for sub in subcommands(&[c]) {
+            cases.push(vec![c.clone(), sub, "--help".into()]);
+        }
+    }
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo.jsonl");
+    let demo = demo.to_str().unwrap();
+    for printing in [
+        vec!["trace", "summary", demo],
+        vec!["trace", "summary", demo, "--json"],
+        vec!["trace", "compare", demo],
+        vec!["run", "--prompt", "What is 12 plus 7?"],
+        vec!["run", "--prompt", "What is 12 plus 7?", "--json"],
+        vec!["run", "--model", "sim:nld-8b", "--prompt", "hi"],
+    ] {
+        cases.push(printing.into_iter().map(str::to_string).collect());
+    }
+    for case in &cases {
+        let args: Vec<&str> = case.iter().map(String::as_str).collect();
+        for broken in [Broken::Closed, Broken::Full] {
+            let o = with_stdout(&args, broken);
+            let err = stderr(&o);
+            assert!(!o.status.success(), "{args:?} {broken:?}: exit 0, {err}");
+            assert!(!err.contains("panicked"), "{args:?} {broken:?}: {err}");
+            let lines: Vec<&str> = err.lines().filter(|l| l.contains("error")).collect();
+            assert_eq!(lines.len(), 1, "{args:?} {broken:?}: {err}");
+            assert!(
+                lines[0].contains("standard output"),
+                "{args:?} {broken:?}: {err}"
+            );
+        }
+    }
 }

@@ -6,6 +6,7 @@
 
 mod common;
 
+mod away;
 mod backbone;
 mod bad_input;
 mod cli;

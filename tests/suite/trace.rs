@@ -735,6 +735,192 @@ fn stated_statistics_are_checked_against_the_events() {
     assert!(cases > 20, "{cases}");
 }
 
+/// A recording's lines as JSON values, after its header.
+fn event_values(path: &Path) -> (String, Vec<serde_json::Value>) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut lines = text.lines();
+    let header = lines.next().unwrap().to_string();
+    (
+        header,
+        lines.map(|l| serde_json::from_str(l).unwrap()).collect(),
+    )
+}
+
+/// The recording `header` + `events` as the reader sees it: `Err` naming its line.
+fn read_edited(header: &str, events: &[serde_json::Value]) -> Result<(), String> {
+    let mut text = format!("{header}\n");
+    for e in events {
+        text.push_str(&e.to_string());
+        text.push('\n');
+    }
+    parse_trace(text.as_bytes(), "rec.jsonl")
+        .map(|_| ())
+        .map_err(|e| format!("{e:#}"))
+}
+
+/// The line number an error names (`rec.jsonl:N`).
+fn line_named(e: &str) -> Option<usize> {
+    let at = e.find("rec.jsonl:")? + "rec.jsonl:".len();
+    e[at..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// A block diffusion recording of the bundled model, several steps a block.
+fn diffusion_recording(dir: &Path) -> std::path::PathBuf {
+    let out = dir.join("diffusion.jsonl");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_specscope"))
+        .args(["trace", "record", "--mode", "diffusion", "--block", "8"])
+        .args([
+            "--threshold",
+            "0.999",
+            "--limit",
+            "1",
+            "--max-new-tokens",
+            "24",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .env_remove("SPECSCOPE_MODEL")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    out
+}
+
+/// Every number of every request's stated statistics (each tally count, each
+/// histogram cell, each branch count) moved by one, in the demo (RecGuide) and in a
+/// diffusion recording: refused at its line. Times are not counts and stay out.
+#[test]
+fn every_stated_statistic_is_derived_from_the_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cases = 0;
+    for path in [demo(), diffusion_recording(dir.path())] {
+        let (header, events) = event_values(&path);
+        for (i, v) in events.iter().enumerate() {
+            if v["kind"] != "request_finished" {
+                continue;
+            }
+            let mut paths = Vec::new();
+            number_paths(&v["stats"], &mut vec!["stats".into()], &mut paths);
+            for p in paths {
+                let field = p[1].as_str();
+                if field.ends_with("_secs")
+                    || field == "prompt_tokens"
+                    || field == "first_divergence"
+                {
+                    continue;
+                }
+                for delta in [1i64, -1] {
+                    let mut edited = events.clone();
+                    let x = at_path(&mut edited[i], &p);
+                    let Some(n) = x.as_i64().filter(|n| n + delta >= 0) else {
+                        continue;
+                    };
+                    *x = serde_json::json!(n + delta);
+                    let e = read_edited(&header, &edited).err();
+                    assert_eq!(
+                        e.as_deref().and_then(line_named),
+                        Some(i + 2),
+                        "{} line {} {p:?} {delta:+}: {e:?}",
+                        path.display(),
+                        i + 2
+                    );
+                    cases += 1;
+                }
+            }
+        }
+    }
+    assert!(cases > 100, "{cases}");
+}
+
+/// Every number of every diffusion event (step, canvas tokens, positions, the block
+/// written, its steps, the committed tokens, AR's tokens where the move changes an
+/// agreement) moved by one: refused at that line or a later one of the same request.
+/// The kinds of another mode and a version without diffusion are refused too.
+#[test]
+fn every_diffusion_event_is_checked_against_its_round() {
+    let dir = tempfile::tempdir().unwrap();
+    let (header, events) = event_values(&diffusion_recording(dir.path()));
+    let kinds = ["denoised", "block_written", "committed"];
+    let mut cases = 0;
+    for (i, v) in events.iter().enumerate() {
+        if !kinds.contains(&v["kind"].as_str().unwrap_or_default()) || v["round"] == 0 {
+            continue;
+        }
+        let mut paths = Vec::new();
+        number_paths(v, &mut Vec::new(), &mut paths);
+        for p in paths {
+            // Times and `seq` have checks of their own; `req` and `round` move the
+            // event to another round (the order tests).
+            if ["t", "seq", "req", "round"].contains(&p[0].as_str()) {
+                continue;
+            }
+            let mut edited = events.clone();
+            let x = at_path(&mut edited[i], &p);
+            if let Some(f) = x.as_f64().filter(|_| x.is_f64()) {
+                *x = serde_json::json!(f + 1.0); // a probability above 1
+            } else {
+                *x = serde_json::json!(x.as_u64().unwrap() + 1);
+            }
+            if p[0] == "ar" {
+                // AR's token shows only in the agreement it counts toward.
+                let k: usize = p[1].parse().unwrap();
+                let (old, new) = (v["ar"][k].as_u64(), edited[i]["ar"][k].as_u64());
+                if (old == v["block"][k].as_u64()) == (new == v["block"][k].as_u64()) {
+                    continue;
+                }
+            }
+            let e = read_edited(&header, &edited).err();
+            let at = e.as_deref().and_then(line_named);
+            assert!(
+                at.is_some_and(|l| l >= i + 2),
+                "line {} {} {p:?}: {e:?}",
+                i + 2,
+                v["kind"]
+            );
+            cases += 1;
+        }
+    }
+    assert!(cases > 100, "{cases}");
+    // A diffusion request said to decode another mode, and the version before
+    // diffusion: refused.
+    for mode in ["linear", "recguide", "ar"] {
+        let mut edited = events.clone();
+        let started = edited
+            .iter_mut()
+            .find(|e| e["kind"] == "request_started")
+            .unwrap();
+        started["mode"] = mode.into();
+        let e = read_edited(&header, &edited).unwrap_err();
+        assert!(e.contains("belongs to another mode"), "{mode}: {e}");
+    }
+    let mut old: serde_json::Value = serde_json::from_str(&header).unwrap();
+    old["event_version"] = 4.into();
+    let e = read_edited(&old.to_string(), &events).unwrap_err();
+    assert!(e.contains("event version 4"), "{e}");
+    // And a LinearSS request's round events in a diffusion request.
+    let demo_verified = event_values(&demo())
+        .1
+        .into_iter()
+        .find(|e| e["kind"] == "verified")
+        .unwrap();
+    let at = events
+        .iter()
+        .position(|e| e["kind"] == "block_written")
+        .unwrap();
+    let mut edited = events.clone();
+    let mut spliced = demo_verified;
+    spliced["req"] = events[at]["req"].clone();
+    spliced["round"] = events[at]["round"].clone();
+    spliced["seq"] = events[at]["seq"].clone();
+    edited[at] = spliced;
+    let e = read_edited(&header, &edited).unwrap_err();
+    assert!(e.contains("belongs to another mode"), "{e}");
+}
+
 /// A margin or probability outside 0..1 anywhere a draft or verdict states one.
 #[test]
 fn margins_and_probabilities_are_range_checked() {

@@ -229,7 +229,7 @@ impl LiveRun {
                             let secs = std::time::SystemTime::now()
                                 .duration_since(std::time::UNIX_EPOCH)
                                 .map_or(0, |d| d.as_secs());
-                            recordings_dir().join(format!("session-{secs}.jsonl"))
+                            recordings_dir().join(format!("session-{}.jsonl", utc_stamp(secs)))
                         });
                         self.start_recording(s, path);
                     }
@@ -354,4 +354,46 @@ pub async fn run_live<B: Backend>(
     run.finish_recording(s);
     run.live.handle.shutdown();
     result
+}
+
+/// `2026-12-06_215943Z` for a Unix time: a recording's default name that reads as a
+/// date and sorts as one (UTC: no time zone database is consulted).
+fn utc_stamp(secs: u64) -> String {
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Howard Hinnant's days-to-civil, for days since 1970-01-01.
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}_{:02}{:02}{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod stamp_tests {
+    use super::utc_stamp;
+
+    /// Against dates whose Unix times are known, leap days and year ends included.
+    #[test]
+    fn utc_stamps_read_as_dates() {
+        for (secs, want) in [
+            (0, "1970-01-01_000000Z"),
+            (951_782_400, "2000-02-29_000000Z"),
+            (1_709_251_199, "2024-02-29_235959Z"),
+            (1_735_689_599, "2024-12-31_235959Z"),
+            (1_796_566_106, "2026-12-06_140826Z"),
+            (4_102_444_800, "2100-01-01_000000Z"),
+        ] {
+            assert_eq!(utc_stamp(secs), want, "{secs}");
+        }
+    }
 }

@@ -345,8 +345,15 @@ pub fn draw(f: &mut Frame, area: Rect, input_area: Rect, s: &State, t: &Theme, k
         );
     }
 
+    // How to leave, where a newcomer looks first: kept before the other hints.
+    let quit = [
+        format!("· {} quits ", keys.hint(Action::Quit)),
+        String::new(),
+    ];
     let hint = if s.replaying() {
-        Fit::default().part([" replay: read-only "], t.title)
+        Fit::default()
+            .part([" replay: read-only "], t.title)
+            .part(quit, t.title)
     } else if s.session.active().is_some() {
         Fit::default()
             .part([" answering… "], t.title)
@@ -357,10 +364,12 @@ pub fn draw(f: &mut Frame, area: Rect, input_area: Rect, s: &State, t: &Theme, k
         } else {
             "· Alt+Enter new line ".to_string()
         };
+        // The quit hint is decided with the first part: shown whole before the word
+        // "message" is.
         Fit::default()
-            .part([" message "], t.title)
-            .part(["· Enter sends "], t.title)
-            .part([next, String::new()], t.title)
+            .tiered([" message · Enter sends ", " Enter sends "], t.title, 0, 0)
+            .ranked([next, String::new()], t.title, 2)
+            .tiered(quit, t.title, 1, 0)
     };
     let inner_in = input_area.inner(Margin::new(1, 1));
     // Long lines wrap inside the box, and it scrolls to keep the cursor's row in view.
