@@ -22,6 +22,9 @@ pub struct Order {
     /// answer's last round past its end).
     rebuilt: super::summary::SummaryBuilder,
     check_stats: bool,
+    /// The whole session's statistics rebuilt from every event, against the closing
+    /// summary.
+    all: super::summary::SummaryBuilder,
     /// The header's event version: block diffusion came with version 5.
     event_version: u32,
     /// The line of `session_end`.
@@ -203,13 +206,20 @@ impl Order {
             bail!("an event after `session_end` (line {at}), which closes the recording");
         }
         let d = match &s.event {
-            TraceEvent::Session(SessionEvent::SessionEnd { .. }) => {
+            TraceEvent::Session(SessionEvent::SessionEnd { summary }) => {
                 self.end = Some(line);
+                if self.check_stats {
+                    summary_agrees(summary, &self.all.summary())?;
+                }
                 return Ok(());
             }
-            TraceEvent::Session(_) => return Ok(()),
+            TraceEvent::Session(_) => {
+                self.all.push(&s.event);
+                return Ok(());
+            }
             TraceEvent::Decode(d) => d,
         };
+        self.all.push(&s.event);
         let Some(req) = d.request() else {
             return Ok(());
         };
@@ -270,6 +280,49 @@ impl Order {
         }
         Ok(())
     }
+}
+
+/// The closing summary against the one the events add up to; the first field that
+/// differs is named.
+fn summary_agrees(stated: &super::Summary, events: &super::Summary) -> Result<()> {
+    if stated == events {
+        return Ok(());
+    }
+    let (a, b) = (serde_json::to_value(stated)?, serde_json::to_value(events)?);
+    let (path, x, y) = first_difference(&a, &b, "summary".to_string());
+    bail!("`session_end`'s `{path}` is {x}, but the events add up to {y}")
+}
+
+/// The path to the first value where `a` and `b` differ, and the two values there.
+fn first_difference(
+    a: &serde_json::Value,
+    b: &serde_json::Value,
+    path: String,
+) -> (String, String, String) {
+    use serde_json::Value;
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            for k in keys {
+                let (u, v) = (
+                    x.get(k).unwrap_or(&Value::Null),
+                    y.get(k).unwrap_or(&Value::Null),
+                );
+                if u != v {
+                    return first_difference(u, v, format!("{path}.{k}"));
+                }
+            }
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            for (i, (u, v)) in x.iter().zip(y).enumerate() {
+                if u != v {
+                    return first_difference(u, v, format!("{path}[{i}]"));
+                }
+            }
+        }
+        _ => {}
+    }
+    (path, a.to_string(), b.to_string())
 }
 
 /// A request's stated statistics against those its events add up to.

@@ -836,6 +836,63 @@ fn every_stated_statistic_is_derived_from_the_events() {
     assert!(cases > 100, "{cases}");
 }
 
+/// Every number of the closing summary moved by one, in the demo and a diffusion
+/// recording: refused at the `session_end` line, naming the field.
+#[test]
+fn every_closing_statistic_is_derived_from_the_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cases = 0;
+    for path in [demo(), diffusion_recording(dir.path())] {
+        let (header, events) = event_values(&path);
+        let end = events.len() - 1;
+        assert_eq!(events[end]["kind"], "session_end");
+        assert!(read_edited(&header, &events).is_ok());
+        let mut paths = Vec::new();
+        number_paths(
+            &events[end]["summary"],
+            &mut vec!["summary".into()],
+            &mut paths,
+        );
+        for p in paths {
+            for delta in [1.0, -1.0] {
+                let mut edited = events.clone();
+                let x = at_path(&mut edited[end], &p);
+                let n = x.as_f64().unwrap();
+                if n + delta < 0.0 {
+                    continue;
+                }
+                *x = if x.is_f64() {
+                    serde_json::json!(n + delta)
+                } else {
+                    serde_json::json!((n + delta) as u64)
+                };
+                let e = read_edited(&header, &edited).err();
+                assert_eq!(
+                    e.as_deref().and_then(line_named),
+                    Some(end + 2),
+                    "{} {p:?} {delta:+}: {e:?}",
+                    path.display()
+                );
+                // Refused by the bounds check (naming the field it bounds, which may
+                // be the edited one's partner) or by the comparison (naming the path).
+                let e = e.unwrap_or_default();
+                let field = p
+                    .iter()
+                    .rev()
+                    .find(|k| k.parse::<usize>().is_err())
+                    .unwrap();
+                assert!(
+                    e.contains("bad `session_end` event")
+                        || (e.contains("`session_end`'s `summary.") && e.contains(field.as_str())),
+                    "{p:?}: {e}"
+                );
+                cases += 1;
+            }
+        }
+    }
+    assert!(cases > 50, "{cases}");
+}
+
 /// Every number of every diffusion event (step, canvas tokens, positions, the block
 /// written, its steps, the committed tokens, AR's tokens where the move changes an
 /// agreement) moved by one: refused at that line or a later one of the same request.
