@@ -296,13 +296,18 @@ fn inspector_shows_draft_and_verifier_top_k() {
         "{}",
         screen_text(&buf)
     );
-    // At 80×24 both sides' figures show before the lists, and what is cut says so.
+    // At 80×24 the round folds (the decision on one line) so that both sides'
+    // figures and both top-k lists show.
     let all = screen_text(&draw(&s, &Theme::dark(), 80, 24));
     assert!(
         all.contains("draft:    margin") && all.contains("verifier: margin"),
         "{all}"
     );
-    assert!(all.contains("a larger pane shows the rest"), "{all}");
+    assert!(
+        all.contains("draft top-k    ·19 0.50  ·91 0.40")
+            && all.contains("verifier top-k ·91 0.70  ·19 0.10"),
+        "{all}"
+    );
 }
 
 /// A live default-configuration round at a size: the draft row and the verdict are on
@@ -571,6 +576,74 @@ fn branch_rows_are_never_cut_in_the_middle() {
         }
     }
     assert!(rows_seen > 100, "the demo shows branch rows ({rows_seen})");
+}
+
+/// Every frame of the demo whose shown round built branch rows, as a chat shows it
+/// (no position selected): at 80×24, 120×40 and 200×50 a branch row is on screen in
+/// at least 98% of them, and where a pane says "a larger pane shows the
+/// rest" the lines left blank under it are fewer than the next row would take.
+#[test]
+fn branch_rows_show_in_the_frames_whose_round_built_them() {
+    let is_head = |l: &str| {
+        ["P1 ", "P2 ", "P3 ", "new "]
+            .iter()
+            .any(|p| l.starts_with(p))
+            && l.contains(" @")
+    };
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo.jsonl");
+    let trace = read_trace(&path).unwrap();
+    // The issue's floor is 80% at 80×24; the demo's frames reach all 149 (the layout
+    // before folding showed 140), so anything short of 98% is a regression.
+    for ((w, h), target) in [((80, 24), 0.98), ((120, 40), 0.98), ((200, 50), 0.98)] {
+        let mut s = State::new("demo", "cpu", opts());
+        let mut player = Player::new(trace.clone(), "demo".into());
+        let (mut built, mut shown) = (0usize, 0usize);
+        while player.pos < trace.events.len() {
+            player.step(&mut s);
+            let Some(r) = s.rounds.shown() else { continue };
+            if r.branches.is_empty() {
+                continue;
+            }
+            built += 1;
+            let lines = round_pane_lines(&draw(&s, &Theme::dark(), w, h));
+            let heads = lines.iter().filter(|l| is_head(l)).count();
+            shown += usize::from(heads > 0);
+            if let Some(k) = lines
+                .iter()
+                .position(|l| l == "… (a larger pane shows the rest)")
+            {
+                let blank = lines.len() - k - 1;
+                // The next row, as a taller pane of the same width draws it.
+                let tall = round_pane_lines(&draw(&s, &Theme::dark(), w, h + 40));
+                let starts: Vec<usize> = (0..tall.len()).filter(|&i| is_head(&tall[i])).collect();
+                if let Some(&at) = starts.get(heads) {
+                    let next = tall[at + 1..]
+                        .iter()
+                        .take_while(|l| {
+                            !is_head(l)
+                                && !l.is_empty()
+                                && !["expected tokens", "measured tokens"]
+                                    .iter()
+                                    .any(|p| l.starts_with(p))
+                        })
+                        .count()
+                        + 1;
+                    assert!(
+                        blank < next,
+                        "{blank} blank lines beside the note at {w}x{h}, where the next row takes {next}:\n{}",
+                        lines.join("\n")
+                    );
+                }
+            }
+        }
+        let share = shown as f64 / built.max(1) as f64;
+        eprintln!("{w}x{h}: a branch row in {shown} of {built} frames whose round built one");
+        assert!(built > 50, "{built}");
+        assert!(
+            share >= target,
+            "{w}x{h}: a branch row in {shown} of {built} frames whose round built one"
+        );
+    }
 }
 
 /// A round of a real NLD log (the SGLang confidence-trace fixture) at 80×24: the block

@@ -3,13 +3,20 @@
 
 use super::*;
 
-pub(super) fn branch_lines(r: &RoundView, s: &State, t: &Theme, width: usize) -> Vec<Group> {
-    // Why rows ride or were dropped first: it explains the rows under it, and a short
-    // pane keeps it.
-    let mut out: Vec<Group> = vec![rows_lines(r, t, width)];
-    out.retain(|g| !g.is_empty());
+/// The round's branch rows: (what explains them — why rows rode or were dropped at
+/// this load, and the branch this block was reused from — and the rows themselves,
+/// each with its verdict). A tall pane shows them in that order; a short one shows the
+/// rows first.
+pub(super) fn branch_lines(
+    r: &RoundView,
+    s: &State,
+    t: &Theme,
+    width: usize,
+) -> (Vec<Group>, Vec<Group>) {
+    let mut explain: Vec<Group> = vec![rows_lines(r, t, width)];
+    explain.retain(|g| !g.is_empty());
     if let Some(k) = r.reused {
-        out.push(wrap(
+        explain.push(wrap(
             &[(
                 format!("block reused from branch {k} (no draft forward this round)"),
                 t.reused,
@@ -17,6 +24,7 @@ pub(super) fn branch_lines(r: &RoundView, s: &State, t: &Theme, width: usize) ->
             width,
         ));
     }
+    let mut out: Vec<Group> = Vec::new();
     for (i, b) in r.branches.iter().enumerate() {
         let style = match b.kind {
             BranchKind::Correction { .. } => t.correction,
@@ -102,7 +110,7 @@ pub(super) fn branch_lines(r: &RoundView, s: &State, t: &Theme, width: usize) ->
         };
         out.push(wrap(&[(why.to_string(), t.dim)], width));
     }
-    out
+    (explain, out)
 }
 
 /// Which branch rows ride with verification at this load and why, in the policy's

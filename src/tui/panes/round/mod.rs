@@ -481,8 +481,12 @@ fn lines_as_groups(lines: Vec<Line<'static>>) -> Vec<Group> {
 }
 
 /// Sections of the round pane, most important first: what must show (the decision,
-/// the draft, the verdict) and what shows as room allows.
-fn sections(r: &RoundView, s: &State, t: &Theme, width: usize) -> Sections {
+/// the draft, the verdict) and what shows as room allows, for a pane `h` lines tall.
+/// Where the whole round does not fit, it is folded so that the branch rows still show
+/// (docs/decisions.md, "The round folds before it drops a branch row"): the decision
+/// takes one line, the rows come before what explains them, and the block strip gives
+/// up its last cells to them.
+fn sections(r: &RoundView, s: &State, t: &Theme, width: usize, h: usize) -> Sections {
     if let Some(i) = &r.imported {
         return imported_sections(i, s, t, width);
     }
@@ -497,38 +501,167 @@ fn sections(r: &RoundView, s: &State, t: &Theme, width: usize) -> Sections {
         return (lines, outcome, inspected.into_iter().collect());
     }
     let (head, candidates) = decision_lines(r, t, width);
-    let mut must = head;
-    let mut verdict = 0;
+    let mut block = Vec::new();
+    let mut verdict = Vec::new();
     if r.block.is_empty() {
         if let Some(v) = &r.verdict {
             // The token wraps whole to the next row where the pane is narrow; the
             // step is this round's verdict, kept whole like one.
-            let step = wrap(
+            verdict = wrap(
                 &[
                     ("AR step: one token per forward → ".to_string(), t.dim),
                     (glue(&quoted(&s.session.token(v.bonus))), t.bonus),
                 ],
                 width,
             );
-            verdict = step.len();
-            must.extend(step);
         }
     } else {
-        must.extend(block_lines(r, s, t, width));
-        let v = verdict_lines(r, s, t, width);
-        verdict = v.len();
-        must.extend(v);
+        block = block_lines(r, s, t, width);
+        verdict = verdict_lines(r, s, t, width);
     }
+    let inspected = s.rounds.selected.map(|p| {
+        let p = p.min(r.block.len().saturating_sub(1));
+        lines_as_groups(inspector(r, s, t, p, width))
+    });
+    let (explain, rows) = branch_lines(r, s, t, width);
+    let n = |g: &[Group]| g.iter().map(Vec::len).sum::<usize>();
+    let whole = head.len()
+        + block.len()
+        + verdict.len()
+        + inspected.as_deref().map_or(0, n)
+        + n(&explain)
+        + n(&rows);
+    let folded = whole > h;
+    let mut head = head;
+    if folded {
+        // Of the ways to fold (the decision on one line or whole; the strip cut to
+        // fewer rows of cells, at least one), the one that shows the most branch rows,
+        // then leaves the fewest lines blank, then keeps the most of the strip.
+        let others = verdict.len() + inspected.as_deref().map_or(0, n);
+        let short = one_line(head.clone(), width, t);
+        let bonus = r.verdict.is_some();
+        // (rows shown, fewest blank, strip lines), then the fold: one-line decision, keep.
+        type Score = (usize, std::cmp::Reverse<usize>, usize);
+        let mut best: Option<(Score, bool, usize)> = None;
+        for one in [true, false] {
+            let head_len = if one { short.len() } else { head.len() };
+            for keep in (1..=block.len()).rev() {
+                let strip = cut_block(block.clone(), keep, bonus, t).len();
+                let used = head_len + strip + others;
+                let (shown, blank) = rows_fitting(&rows, h.saturating_sub(used));
+                let score = (shown, std::cmp::Reverse(blank), strip);
+                if best.as_ref().is_none_or(|b| score > b.0) {
+                    best = Some((score, one, keep));
+                }
+            }
+        }
+        if let Some((_, one, keep)) = best {
+            if one {
+                head = short;
+            }
+            block = cut_block(block, keep, bonus, t);
+        }
+    }
+    let verdict_len = verdict.len();
+    let mut must = head;
+    must.extend(block);
+    must.extend(verdict);
     // (lines, whether its first lines alone are worth showing): the candidates'
     // heading without their figures is not.
     let mut optional = Vec::new();
-    if let Some(p) = s.rounds.selected {
-        let p = p.min(r.block.len().saturating_sub(1));
-        optional.push((lines_as_groups(inspector(r, s, t, p, width)), true));
+    if let Some(g) = inspected {
+        optional.push((g, true));
     }
-    optional.push((branch_lines(r, s, t, width), true));
+    if folded {
+        optional.push((rows, true));
+        optional.push((explain, true));
+    } else {
+        optional.push((explain.into_iter().chain(rows).collect(), true));
+    }
     optional.push((vec![candidates], false));
-    (must, verdict, optional)
+    (must, verdict_len, optional)
+}
+
+/// How many of the branch rows `rows` show in `room` lines, whole, with a line for the
+/// note where some do not; and the lines then left blank.
+fn rows_fitting(rows: &[Group], room: usize) -> (usize, usize) {
+    let all: usize = rows.iter().map(Vec::len).sum();
+    if all <= room {
+        return (rows.len(), room - all);
+    }
+    let mut left = room.saturating_sub(1);
+    let mut shown = 0;
+    for g in rows {
+        if g.len() > left {
+            break;
+        }
+        left -= g.len();
+        shown += 1;
+    }
+    (shown, left)
+}
+
+/// The first of `lines`, ending in "…" where more followed: the decision on one line.
+fn one_line(mut lines: Vec<Line<'static>>, width: usize, t: &Theme) -> Vec<Line<'static>> {
+    if lines.len() <= 1 {
+        return lines;
+    }
+    lines.truncate(1);
+    let line = &mut lines[0];
+    if line.width() + 2 > width {
+        // Room for the ellipsis: the last span gives up its end.
+        while line.width() + 2 > width {
+            let Some(last) = line.spans.last_mut() else {
+                break;
+            };
+            let mut text = last.content.to_string();
+            if text.pop().is_none() {
+                line.spans.pop();
+                continue;
+            }
+            last.content = text.into();
+        }
+    }
+    line.spans.push(Span::styled(" …", t.dim));
+    lines
+}
+
+/// The block strip in at most `room` lines: whole rows of cells (a token line and its
+/// margin line), then a line saying how many positions a larger pane shows (the bonus,
+/// the strip's last cell where `bonus`, is not a position).
+fn cut_block(
+    mut block: Vec<Line<'static>>,
+    room: usize,
+    bonus: bool,
+    t: &Theme,
+) -> Vec<Line<'static>> {
+    if block.len() <= room {
+        return block;
+    }
+    // A cell is its text and a space (the last one has no space).
+    let cells = |lines: &[Line]| -> usize {
+        lines
+            .iter()
+            .step_by(2)
+            .map(|l| l.spans.len().div_ceil(2))
+            .sum()
+    };
+    // At least one row of cells: the seed and the first drafts.
+    let keep = (room.saturating_sub(1) / 2 * 2).max(2);
+    if keep >= block.len() {
+        return block;
+    }
+    let hidden = cells(&block)
+        .saturating_sub(cells(&block[..keep]))
+        .saturating_sub(usize::from(bonus));
+    block.truncate(keep);
+    let text = match hidden {
+        0 => "… (a larger pane shows the bonus)".to_string(),
+        1 => "… 1 more position (a larger pane shows it)".to_string(),
+        n => format!("… {n} more positions (a larger pane shows them)"),
+    };
+    block.push(Line::styled(text, t.dim));
+    block
 }
 
 pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme, keys: &Keymap) {
@@ -609,7 +742,7 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme, keys: &Keymap) {
     }
     let title = title.title(area.width);
     let h = usize::from(inner.height);
-    let (mut lines, verdict, optional) = sections(r, s, t, width);
+    let (mut lines, verdict, optional) = sections(r, s, t, width, h);
     if lines.len() > h {
         // Keep the verdict, however many lines it wrapped to: cut draft rows from the
         // end of the block.
