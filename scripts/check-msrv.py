@@ -19,7 +19,8 @@ def version(v):
 
 meta = json.loads(
     subprocess.run(
-        ["cargo", "metadata", "--locked", "--format-version", "1"],
+        # Every feature's dependencies (the `cuda` build's too).
+        ["cargo", "metadata", "--locked", "--all-features", "--format-version", "1"],
         check=True,
         capture_output=True,
         text=True,
@@ -39,6 +40,8 @@ for _, name, ver, rv in sorted(newer):
     print(f"check-msrv: {name} {ver} needs rust {rv}, newer than rust-version = {declared}")
 if newer:
     sys.exit(1)
+if not deps:
+    sys.exit("check-msrv: no locked dependency declares a rust-version; nothing to check")
 floor = max(deps)
 print(
     f"check-msrv: rust-version = {declared}; the newest any locked dependency needs is "

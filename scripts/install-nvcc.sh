@@ -4,15 +4,16 @@
 # `cuda` build needs nvcc only to compile kernels to PTX; the binary loads the host's
 # CUDA libraries at run time, whatever version this installs.
 #
-# The package lives in components the stock sources may not list (Debian's contrib
-# and non-free, Ubuntu's multiverse): they are added for this distribution's own
+# The package lives in components the stock sources may not list (Debian's non-free,
+# Ubuntu's multiverse): a file of ours adds them for this distribution's own
 # release, never another's. Other distributions are refused with what to do instead.
 #
-# Before it changes anything it says what it will do: which apt source it edits, the
-# packages and the disk space apt reports (about 5 GiB on Debian bookworm: the
-# package's dependencies are CUDA 11.8's libraries, which specscope never loads), and
-# in a terminal it asks first (`--yes` skips the question; CI is not a terminal).
-# apt's own lines show the progress of the download and the unpacking.
+# Before it changes anything it says what it will do (the apt source file it would
+# add, about 5 GiB of packages on Debian bookworm: the package's dependencies are
+# CUDA 11.8's libraries, which specscope never loads) and, in a terminal, asks
+# (`--yes` skips the question; CI is not a terminal). Once the package lists are read
+# it prints apt's own package count and size, and apt's lines show the progress of
+# the download and the unpacking. The stock apt sources are never edited.
 set -euo pipefail
 yes=""
 for a in "$@"; do
@@ -39,26 +40,20 @@ if [ -z "$codename" ]; then
   exit 1
 fi
 list=/etc/apt/sources.list.d/specscope-cuda.list
+# The component nvidia-cuda-toolkit is in, and whether a source already enables it
+# (one-line or deb822 sources; `non-free-firmware` is not `non-free`). The stock
+# files are never edited: a missing component comes in a file of ours.
+has() { grep -rqsE "(^|[[:space:]])$1([[:space:]]|\$)" /etc/apt/sources.list /etc/apt/sources.list.d/; }
+line=""
 case "${ID:-}" in
   debian)
-    src=/etc/apt/sources.list.d/debian.sources
-    if [ -f "$src" ]; then
-      # deb822: widen the stock entry's components.
-      if ! grep -q 'non-free' "$src"; then
-        say "adding contrib non-free non-free-firmware to the Components of $src (nvidia-cuda-toolkit is in non-free)"
-        $SUDO sed -i 's/^Components: main$/Components: main contrib non-free non-free-firmware/' "$src"
-      fi
-    elif ! grep -rqs '^deb .* non-free' /etc/apt/sources.list /etc/apt/sources.list.d/; then
-      say "writing $list (Debian $codename main contrib non-free; delete it to undo)"
-      echo "deb http://deb.debian.org/debian $codename main contrib non-free" | $SUDO tee "$list" >/dev/null
-    fi
+    has non-free || line="deb http://deb.debian.org/debian $codename main contrib non-free"
     ;;
   ubuntu)
-    if ! grep -rqs 'multiverse' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    if ! has multiverse; then
       mirror=http://archive.ubuntu.com/ubuntu
       case "$(dpkg --print-architecture)" in amd64 | i386) ;; *) mirror=http://ports.ubuntu.com/ubuntu-ports ;; esac
-      say "writing $list (Ubuntu $codename multiverse; delete it to undo)"
-      echo "deb $mirror $codename multiverse" | $SUDO tee "$list" >/dev/null
+      line="deb $mirror $codename multiverse"
     fi
     ;;
   *)
@@ -68,24 +63,36 @@ case "${ID:-}" in
     exit 1
     ;;
 esac
+# What will be done, before anything is.
+say "nvcc is missing: this installs ${PRETTY_NAME:-the distribution}'s nvidia-cuda-toolkit, only for"
+say "nvcc (kernels/ compiled to PTX). Its dependencies are the distribution's CUDA libraries,"
+say "which the specscope binary never loads: about 5 GiB on Debian bookworm (apt's exact"
+say "figures follow once the package lists are read). It takes about 5 minutes here."
+if [ -n "$line" ]; then
+  say "it first writes $list with: $line"
+  say "(the package is in that component; delete the file to undo)"
+fi
+say "undo the install: apt-get remove nvidia-cuda-toolkit && apt-get autoremove"
+if [ -z "$yes" ] && [ -t 0 ] && [ -t 2 ]; then
+  printf 'install-nvcc.sh: go on? [y/N] ' >&2
+  answer=""
+  read -r answer || true
+  case "$answer" in y | Y | yes) ;; *) say "nothing changed"; exit 1 ;; esac
+fi
+if [ -n "$line" ]; then
+  echo "$line" | $SUDO tee "$list" >/dev/null
+fi
 say "reading the package lists (apt-get update)"
 $SUDO apt-get update -qq
 # apt's own count of packages and disk space, before anything is installed.
 plan=$(LC_ALL=C $SUDO apt-get install --no-install-recommends --assume-no nvidia-cuda-toolkit 2>/dev/null || true)
 summary=$(printf '%s\n' "$plan" | grep -E '^[0-9]+ upgraded|^Need to get|^After this operation' || true)
-say "will install nvidia-cuda-toolkit, only for nvcc (kernels/ compiled to PTX); its dependencies are"
-say "this distribution's CUDA libraries, which the specscope binary never loads. apt says:"
+say "apt says:"
 printf '%s\n' "${summary:-  (apt gave no summary)}" | sed 's/^/    /' >&2
-say "undo: apt-get remove nvidia-cuda-toolkit && apt-get autoremove"
-if [ -z "$yes" ] && [ -t 0 ] && [ -t 2 ]; then
-  printf 'install-nvcc.sh: go on? [y/N] ' >&2
-  read -r answer
-  case "$answer" in y | Y | yes) ;; *) say "nothing installed"; exit 1 ;; esac
-fi
 start=$(date +%s)
 # One line per package downloaded and unpacked: the progress of a 5 GiB install.
 set +e
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q -o Dpkg::Progress-Fancy=0 \
+$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o Dpkg::Progress-Fancy=0 \
   --no-install-recommends nvidia-cuda-toolkit |
   grep -E '^(Get:|Unpacking|Setting up nvidia-cuda-toolkit)'
 status=${PIPESTATUS[0]}

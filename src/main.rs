@@ -109,34 +109,26 @@ fn stdout_open() -> bool {
 }
 
 /// The command line, with `--help`, `--version` and `help …` written here so that a
-/// full disk or a closed pipe is an error (clap ignores its own write errors); a
-/// usage error goes to stderr as clap writes it.
+/// full disk is an error (clap ignores its own write errors); a usage error goes to
+/// stderr as clap writes it.
 fn parse() -> Result<Cli, ExitCode> {
     use clap::error::ErrorKind;
     use std::io::{IsTerminal, Write};
     match Cli::try_parse() {
         Ok(cli) => Ok(cli),
-        Err(e)
-            if matches!(
-                e.kind(),
-                ErrorKind::DisplayHelp
-                    | ErrorKind::DisplayVersion
-                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
-            ) =>
-        {
+        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
             let mut out = std::io::stdout().lock();
-            let text = if out.is_terminal() {
+            // Colour as clap would choose it: a terminal, and no NO_COLOR or dumb TERM.
+            let colour = out.is_terminal()
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+                && std::env::var("TERM").map_or(true, |t| t != "dumb");
+            let text = if colour {
                 e.render().ansi().to_string()
             } else {
                 e.render().to_string()
             };
-            let code = if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
-                ExitCode::from(2)
-            } else {
-                ExitCode::SUCCESS
-            };
             match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-                Ok(()) => Err(code),
+                Ok(()) => Err(ExitCode::SUCCESS),
                 Err(e) => {
                     eprintln!("specscope: error: cannot write to standard output: {e}");
                     Err(ExitCode::FAILURE)

@@ -166,7 +166,8 @@ pub const MAX_REQUESTS: usize = 1 << 20;
 /// load. A repeat is its prompt again: at temperature 0 it decodes the same tokens,
 /// and it counts again. `per_slot` 0 is a closed batch: each prompt once, and where
 /// the list is shorter than the load, the list again in order up to `concurrency`
-/// requests, so that the load a result is labelled with was in flight at its start.
+/// requests, so that the load a result is labelled with was in flight at its start
+/// (then the first prompts, so their families, count once more than the rest).
 pub fn requests_at(
     prompts: &[BenchPrompt],
     concurrency: usize,

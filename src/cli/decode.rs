@@ -131,7 +131,9 @@ impl DecodeArgs {
         }
         let fixed_wanted = self.mode != Mode::Recguide || self.no_adaptive || self.block.is_some();
         if fixed_wanted && self.adaptive_blocks.is_some() {
-            let why = if self.mode != Mode::Recguide {
+            let why = if self.mode == Mode::Ar {
+                "--mode ar decodes one token per forward".to_string()
+            } else if self.mode != Mode::Recguide {
                 format!(
                     "--mode {} decodes fixed blocks",
                     format!("{:?}", self.mode).to_lowercase()

@@ -1,9 +1,10 @@
 //! The bundled drill model, its prompt sets and the demo recording, inside the binary:
-//! an installed or copied `specscope` has no source tree to find them in. On the first
-//! run that finds no assets directory they are unpacked into the data directory, and
-//! read from there as from a checkout (the loader, the tokenizer and the templates
-//! read files; one path for both). Only the binary carries them: the library and the
-//! test binaries do not.
+//! an installed or copied `specscope` has no source tree to find them in. A run away
+//! from the tree unpacks them into a folder of the data directory named by their
+//! content (`source::installed_assets_dir`), compares that copy with them at every
+//! start and rewrites what differs, and reads from there as from a checkout (the
+//! loader, the tokenizer and the templates read files; one path for both). Only the
+//! binary carries them: the library and the test binaries do not.
 
 use std::path::Path;
 
@@ -68,27 +69,60 @@ fn stale(
 
 fn holds(path: &Path, bytes: &[u8]) -> bool {
     use std::io::Read;
-    let Ok(meta) = std::fs::symlink_metadata(path) else {
+    // Opened without following a link or waiting on a FIFO, and judged by what was
+    // opened: a file swapped after a look at its name cannot hang the start.
+    let Ok(file) = open_no_wait(std::fs::OpenOptions::new().read(true), path) else {
         return false;
     };
-    if !meta.is_file() || meta.len() != bytes.len() as u64 {
+    if !file
+        .metadata()
+        .is_ok_and(|m| m.is_file() && m.len() == bytes.len() as u64)
+    {
         return false;
     }
     let mut got = Vec::with_capacity(bytes.len());
-    std::fs::File::open(path)
-        .and_then(|f| f.take(bytes.len() as u64 + 1).read_to_end(&mut got))
+    file.take(bytes.len() as u64 + 1)
+        .read_to_end(&mut got)
         .is_ok_and(|_| got == bytes)
+}
+
+/// `open` that neither follows a link nor blocks on a FIFO (on Unix).
+fn open_no_wait(open: &mut std::fs::OpenOptions, path: &Path) -> std::io::Result<std::fs::File> {
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(open, libc::O_NONBLOCK | libc::O_NOFOLLOW);
+    open.open(path)
+}
+
+/// Removes the temporary files of unpacks that were killed half-way (each process
+/// names its own, so none is overwritten later): called under the lock.
+fn remove_partials(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        match e.file_type() {
+            Ok(t) if t.is_dir() => remove_partials(&p),
+            Ok(t) if t.is_file() && p.extension().is_some_and(|x| x == "partial") => {
+                let _ = std::fs::remove_file(&p);
+            }
+            _ => {}
+        }
+    }
 }
 
 /// Takes the unpack lock in `dir`, waiting up to [`LOCK_WAIT`]; `None` where the
 /// file system offers no lock or another run holds it longer.
 fn lock(dir: &Path) -> Option<std::fs::File> {
-    let mut open = std::fs::OpenOptions::new();
-    open.create(true).truncate(false).write(true);
     // Something else at the lock's name (a FIFO, a link) is never waited on.
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut open, libc::O_NONBLOCK | libc::O_NOFOLLOW);
-    let file = open.open(dir.join(LOCK)).ok()?;
+    let file = open_no_wait(
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true),
+        &dir.join(LOCK),
+    )
+    .ok()?;
     if !file.metadata().is_ok_and(|m| m.is_file()) {
         return None;
     }
@@ -161,7 +195,10 @@ fn unpack(
 ) -> anyhow::Result<Option<Vec<&'static str>>> {
     use anyhow::Context;
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let _held = lock(dir);
+    let held = lock(dir);
+    if held.is_some() {
+        remove_partials(dir);
+    }
     let todo = stale(files, dir);
     if todo.is_empty() {
         return Ok(None);
@@ -200,6 +237,11 @@ mod tests {
         assert_eq!(partials(dir.path()), 0);
         // A current copy is left alone.
         assert_eq!(unpack(ASSETS, dir.path()).unwrap(), None);
+        // What a killed unpack left behind goes with the next run's.
+        let left = dir.path().join("tiny-nld/model.4242-0.partial");
+        std::fs::write(&left, b"half").unwrap();
+        assert_eq!(unpack(ASSETS, dir.path()).unwrap(), None);
+        assert!(!left.exists());
     }
 
     /// Every way one unpacked file can be damaged, for every file: the next run finds

@@ -9,9 +9,9 @@ use hf_hub::{Repo, RepoType};
 /// The shipped assets (the bundled model, the prompt sets, the survival tables, the
 /// demo): `$SPECSCOPE_ASSETS`, else the source tree the binary was built from while
 /// it runs from that tree (`target/…`; an installed copy reads what it carries, not a
-/// tree that may have moved on since), else an `assets/` in the working directory or
-/// above the executable (a prebuilt binary run in a copy of the tree, as on a lent GPU
-/// machine), else the data directory an installed binary unpacks into. The first
+/// tree that may have moved on since), else an `assets/` above the executable (a
+/// prebuilt binary run in a copy of the tree, as on a lent GPU machine), else the data
+/// directory an installed binary unpacks into. The first
 /// that holds the bundled model wins; the source tree's path when none does (its
 /// error names it), or the data directory's for an installed binary.
 pub fn assets_dir() -> PathBuf {
@@ -45,9 +45,6 @@ pub fn found_assets_dir() -> Option<PathBuf> {
     if runs_from_tree() {
         candidates.push(built);
     }
-    if let Ok(cwd) = std::env::current_dir() {
-        candidates.push(cwd.join("assets"));
-    }
     if let Ok(exe) = std::env::current_exe() {
         // target/release/specscope → the tree's root is three levels up.
         candidates.extend(exe.ancestors().skip(1).take(3).map(|d| d.join("assets")));
@@ -59,14 +56,23 @@ pub fn found_assets_dir() -> Option<PathBuf> {
         .find(|d| d.join("tiny-nld").join("config.json").is_file())
 }
 
-/// Where an installed binary keeps the assets it carries: `$SPECSCOPE_DATA_DIR/assets`,
-/// else the platform's data directory (`~/.local/share/specscope/assets` on Linux).
+/// Where an installed binary keeps the assets it carries: a folder named by their
+/// version and content (`ASSETS_KEY`) under `$SPECSCOPE_DATA_DIR/assets`, else under
+/// the platform's data directory (`~/.local/share/specscope/assets` on Linux). Two
+/// installed binaries that carry different assets keep two copies, never rewriting
+/// each other's; an older one's folder can be removed.
 pub fn installed_assets_dir() -> Option<PathBuf> {
-    if let Some(d) = std::env::var_os("SPECSCOPE_DATA_DIR") {
-        return Some(PathBuf::from(d).join("assets"));
-    }
-    directories::ProjectDirs::from("", "", "specscope").map(|d| d.data_dir().join("assets"))
+    let root = match std::env::var_os("SPECSCOPE_DATA_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => directories::ProjectDirs::from("", "", "specscope")?
+            .data_dir()
+            .to_path_buf(),
+    };
+    Some(root.join("assets").join(ASSETS_KEY))
 }
+
+/// The carried assets' version and content key (build.rs).
+pub const ASSETS_KEY: &str = env!("SPECSCOPE_ASSETS_KEY");
 
 /// Numbers this process's temporary files, so no two writers share one.
 static UNPACKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -200,7 +206,7 @@ impl ModelSource {
                 let dir = bundled_dir();
                 if !dir.join("config.json").is_file() {
                     bail!(
-                        "no --model given and the bundled model is not at {}: an installed binary unpacks its own copy into {} on its first run (a note above says why that failed; SPECSCOPE_DATA_DIR moves it), and a checkout keeps it in assets/tiny-nld; pass --model DIR or --model OWNER/NAME",
+                        "no --model given and the bundled model is not at {}: an installed binary unpacks its own copy into {} when it starts (where it cannot, a note above says why; SPECSCOPE_DATA_DIR moves it), and a checkout keeps it in assets/tiny-nld; pass --model DIR or --model OWNER/NAME",
                         dir.display(),
                         installed_assets_dir().map_or_else(|| "the data directory".to_string(), |d| d.display().to_string())
                     );

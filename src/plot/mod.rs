@@ -89,7 +89,7 @@ fn check_results(results: &[BenchResult]) -> Result<()> {
         anyhow::ensure!(
             r.named_config()
                 .is_some_and(|c| c.options == r.options && c.batching == r.batching),
-            "{what}: its options ({:?}, {}) and batching are not what the configuration `{}` runs",
+            "{what}: its options ({:?}, {}) and batching are not what the configuration `{}` runs in this specscope (the file was edited, or a preset changed since it ran: run the bench again)",
             r.options.mode,
             r.options.blocks,
             r.config

@@ -93,7 +93,11 @@ impl Life {
                 }
                 let before = match self.canvas.take() {
                     Some(c) if c.round == *round => c,
-                    _ => Canvas {
+                    Some(c) => bail!(
+                        "round {round} is denoised while round {} has no `block_written`",
+                        c.round
+                    ),
+                    None => Canvas {
                         round: *round,
                         step: 0,
                         tokens: vec![None; canvas.len()],

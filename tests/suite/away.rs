@@ -31,8 +31,11 @@ impl Away {
         self.root.path().join("data")
     }
 
+    /// The folder the binary unpacks into: named by what it carries.
     fn assets(&self) -> PathBuf {
-        self.data().join("assets")
+        self.data()
+            .join("assets")
+            .join(env!("SPECSCOPE_ASSETS_KEY"))
     }
 
     fn cmd(&self, args: &[&str]) -> Command {
@@ -56,17 +59,48 @@ impl Away {
     }
 }
 
-/// Waits for `child` at most a minute: a hang is a failure, not a stuck suite.
+/// Waits for `child` at most three minutes (longer than a run waits for another's
+/// unpack lock): a hang is a failure, not a stuck suite. Its output is read as it
+/// comes, so a full pipe cannot stall it.
 fn finish(mut child: Child) -> Output {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while child.try_wait().unwrap().is_none() {
+    use std::io::Read;
+    let drain = |r: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut buf);
+            }
+            buf
+        })
+    };
+    let out = drain(
+        child
+            .stdout
+            .take()
+            .map(|r| Box::new(r) as Box<dyn Read + Send>),
+    );
+    let err = drain(
+        child
+            .stderr
+            .take()
+            .map(|r| Box::new(r) as Box<dyn Read + Send>),
+    );
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
         if Instant::now() > deadline {
             child.kill().unwrap();
-            panic!("still running after a minute");
+            panic!("still running after three minutes");
         }
         std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
     }
-    child.wait_with_output().unwrap()
 }
 
 fn text(b: &[u8]) -> String {

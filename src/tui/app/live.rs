@@ -359,19 +359,10 @@ pub async fn run_live<B: Backend>(
 /// `2026-12-06_215943Z` for a Unix time: a recording's default name that reads as a
 /// date and sorts as one (UTC: no time zone database is consulted).
 fn utc_stamp(secs: u64) -> String {
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Howard Hinnant's days-to-civil, for days since 1970-01-01.
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + u64::from(month <= 2);
+    let rem = secs % 86_400;
     format!(
-        "{year:04}-{month:02}-{day:02}_{:02}{:02}{:02}Z",
+        "{}_{:02}{:02}{:02}Z",
+        crate::utc_date(secs),
         rem / 3600,
         rem % 3600 / 60,
         rem % 60

@@ -500,6 +500,14 @@ fn round_pane_lines(buf: &Buffer) -> Vec<String> {
     out
 }
 
+/// Whether a round pane line starts a branch row (`P1 @3 …`, `new @8 …`).
+fn is_branch_head(l: &str) -> bool {
+    ["P1 ", "P2 ", "P3 ", "new "]
+        .iter()
+        .any(|p| l.starts_with(p))
+        && l.contains(" @")
+}
+
 /// Every frame of the demo at sizes from 80×24 up, with and without a selected
 /// position: a branch row shows whole (its head through its verdict) or not at all,
 /// however short the pane.
@@ -530,12 +538,6 @@ fn branch_rows_are_never_cut_in_the_middle() {
         ]
         .map(String::from),
     );
-    let is_head = |l: &str| {
-        ["P1 ", "P2 ", "P3 ", "new "]
-            .iter()
-            .any(|p| l.starts_with(p))
-            && l.contains(" @")
-    };
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo.jsonl");
     let trace = read_trace(&path).unwrap();
     let mut s = State::new("demo", "cpu", opts());
@@ -551,14 +553,14 @@ fn branch_rows_are_never_cut_in_the_middle() {
             let lines = round_pane_lines(&draw(&s, &Theme::dark(), w, h));
             let mut i = 0;
             while i < lines.len() {
-                if !is_head(&lines[i]) {
+                if !is_branch_head(&lines[i]) {
                     i += 1;
                     continue;
                 }
                 let mut row = lines[i].clone();
                 i += 1;
                 while i < lines.len()
-                    && !is_head(&lines[i])
+                    && !is_branch_head(&lines[i])
                     && !lines[i].starts_with("… (a larger pane")
                     && !lines[i].starts_with("expected tokens")
                     && !lines[i].starts_with("measured tokens")
@@ -584,12 +586,6 @@ fn branch_rows_are_never_cut_in_the_middle() {
 /// rest" the lines left blank under it are fewer than the next row would take.
 #[test]
 fn branch_rows_show_in_the_frames_whose_round_built_them() {
-    let is_head = |l: &str| {
-        ["P1 ", "P2 ", "P3 ", "new "]
-            .iter()
-            .any(|p| l.starts_with(p))
-            && l.contains(" @")
-    };
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo.jsonl");
     let trace = read_trace(&path).unwrap();
     // The issue's floor is 80% at 80×24; the demo's frames reach all 149 (the layout
@@ -606,7 +602,7 @@ fn branch_rows_show_in_the_frames_whose_round_built_them() {
             }
             built += 1;
             let lines = round_pane_lines(&draw(&s, &Theme::dark(), w, h));
-            let heads = lines.iter().filter(|l| is_head(l)).count();
+            let heads = lines.iter().filter(|l| is_branch_head(l)).count();
             shown += usize::from(heads > 0);
             if let Some(k) = lines
                 .iter()
@@ -615,12 +611,14 @@ fn branch_rows_show_in_the_frames_whose_round_built_them() {
                 let blank = lines.len() - k - 1;
                 // The next row, as a taller pane of the same width draws it.
                 let tall = round_pane_lines(&draw(&s, &Theme::dark(), w, h + 40));
-                let starts: Vec<usize> = (0..tall.len()).filter(|&i| is_head(&tall[i])).collect();
+                let starts: Vec<usize> = (0..tall.len())
+                    .filter(|&i| is_branch_head(&tall[i]))
+                    .collect();
                 if let Some(&at) = starts.get(heads) {
                     let next = tall[at + 1..]
                         .iter()
                         .take_while(|l| {
-                            !is_head(l)
+                            !is_branch_head(l)
                                 && !l.is_empty()
                                 && !["expected tokens", "measured tokens"]
                                     .iter()

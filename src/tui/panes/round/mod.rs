@@ -626,9 +626,10 @@ fn one_line(mut lines: Vec<Line<'static>>, width: usize, t: &Theme) -> Vec<Line<
     lines
 }
 
-/// The block strip in at most `room` lines: whole rows of cells (a token line and its
+/// The block strip cut to `room` lines: whole rows of cells (a token line and its
 /// margin line), then a line saying how many positions a larger pane shows (the bonus,
-/// the strip's last cell where `bonus`, is not a position).
+/// the strip's last cell where `bonus`, is not a position). It keeps at least one row
+/// of cells, so it takes three lines where `room` is smaller.
 fn cut_block(
     mut block: Vec<Line<'static>>,
     room: usize,
