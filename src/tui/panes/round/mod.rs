@@ -546,7 +546,7 @@ fn sections(r: &RoundView, s: &State, t: &Theme, width: usize, h: usize) -> Sect
         for one in [true, false] {
             let head_len = if one { short.len() } else { head.len() };
             for keep in (1..=block.len()).rev() {
-                let strip = cut_block(block.clone(), keep, bonus, t).len();
+                let strip = strip_lines(block.len(), keep);
                 let used = head_len + strip + others;
                 let (shown, blank) = rows_fitting(&rows, h.saturating_sub(used));
                 let score = (shown, std::cmp::Reverse(blank), strip);
@@ -626,6 +626,23 @@ fn one_line(mut lines: Vec<Line<'static>>, width: usize, t: &Theme) -> Vec<Line<
     lines
 }
 
+/// The strip's lines kept when cut to `room`: whole rows of cells, at least one (the
+/// seed and the first drafts), with a line left for the note.
+fn kept_lines(room: usize) -> usize {
+    (room.saturating_sub(1) / 2 * 2).max(2)
+}
+
+/// How many lines [`cut_block`] makes of a strip of `len` lines cut to `room`: what
+/// the fold weighs without building the lines.
+fn strip_lines(len: usize, room: usize) -> usize {
+    let keep = kept_lines(room);
+    if len <= room || keep >= len {
+        len
+    } else {
+        keep + 1
+    }
+}
+
 /// The block strip cut to `room` lines: whole rows of cells (a token line and its
 /// margin line), then a line saying how many positions a larger pane shows (the bonus,
 /// the strip's last cell where `bonus`, is not a position). It keeps at least one row
@@ -636,7 +653,7 @@ fn cut_block(
     bonus: bool,
     t: &Theme,
 ) -> Vec<Line<'static>> {
-    if block.len() <= room {
+    if strip_lines(block.len(), room) == block.len() {
         return block;
     }
     // A cell is its text and a space (the last one has no space).
@@ -647,11 +664,7 @@ fn cut_block(
             .map(|l| l.spans.len().div_ceil(2))
             .sum()
     };
-    // At least one row of cells: the seed and the first drafts.
-    let keep = (room.saturating_sub(1) / 2 * 2).max(2);
-    if keep >= block.len() {
-        return block;
-    }
+    let keep = kept_lines(room);
     let hidden = cells(&block)
         .saturating_sub(cells(&block[..keep]))
         .saturating_sub(usize::from(bonus));
