@@ -10,11 +10,17 @@ helpers that make their inputs under target/), except that:
   - what it writes goes to a temporary directory (`--out`, `--json FILE`, `> FILE`),
     so a docs command never overwrites a shipped file;
 and a command is skipped, with the reason, when it needs what this check cannot
-give it: a person at the screen (`chat`, `replay`, no subcommand; the tmux tests
+give it: a person at the screen (`chat`, `replay` without `--snapshot`, no
+subcommand; the tmux tests
 drive those), the network (a hub id), a GPU, a checkpoint or files the reader
 brings, or hours (`train`; tests/suite/train.rs trains a toy model).
 
-Exit status 1 when a command that ran failed. About a minute on 2 cores; `.ci/run`
+Screen captures are checked too: a fenced block whose first line is
+`$ specscope replay … --snapshot WxH …` must hold, below that line, exactly what the
+command prints (`--update-captures` rewrites them from the binary), so no capture in
+the docs is pasted by hand or left behind by a change to the screen.
+
+Exit status 1 when a command that ran failed or a capture differs. About a minute on 2 cores; `.ci/run`
 runs it with the debug binary the tests built.
 """
 
@@ -71,6 +77,61 @@ def commands():
                 yield doc.relative_to(ROOT), at, line
 
 
+def captures():
+    """(file, index of the `$ specscope` line, command, captured lines) of every
+    screen capture: a fenced block that opens with a `--snapshot` command."""
+    for doc in DOCS:
+        lines = doc.read_text().splitlines()
+        i = 0
+        while i < len(lines):
+            if lines[i].lstrip().startswith("```") and i + 1 < len(lines) \
+                    and lines[i + 1].startswith("$ specscope replay") and "--snapshot" in lines[i + 1]:
+                end = i + 2
+                while end < len(lines) and not lines[end].lstrip().startswith("```"):
+                    end += 1
+                yield doc, i + 1, lines[i + 1][2:], lines[i + 2:end]
+                i = end + 1
+            else:
+                i += 1
+
+
+def check_captures(bin_path, update):
+    """Runs each capture's command; the number that differ (rewritten with `update`)."""
+    config = tempfile.mkdtemp(prefix="specscope-docs-config-")
+    # The built-in keys and theme: a reader's keymap must not change the capture.
+    env = dict(os.environ, SPECSCOPE_CONFIG_DIR=config)
+    env.pop("SPECSCOPE_THEME", None)
+    differ = 0
+    for doc, at, cmd, shown in list(captures()):
+        argv = [bin_path] + shlex.split(cmd)[1:]
+        r = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True,
+                           stdin=subprocess.DEVNULL, timeout=120)
+        where = f"{doc.relative_to(ROOT)}:{at + 1}"
+        if r.returncode != 0:
+            differ += 1
+            print(f"FAIL  {where}: {cmd}\n      {r.stderr.strip()}")
+            continue
+        got = r.stdout.rstrip("\n").splitlines()
+        if got == shown:
+            print(f"ok    {where}: capture of `{cmd}`")
+            continue
+        if update:
+            lines = doc.read_text().splitlines()
+            lines[at + 1:at + 1 + len(shown)] = got
+            doc.write_text("\n".join(lines) + "\n")
+            print(f"new   {where}: capture of `{cmd}` rewritten")
+            continue
+        differ += 1
+        k = next(k for k in range(max(len(got), len(shown)))
+                 if k >= len(got) or k >= len(shown) or got[k] != shown[k])
+        print(f"FAIL  {where}: the capture differs from what `{cmd}` prints, first at its "
+              f"line {k + 1}:\n      doc: {shown[k] if k < len(shown) else '(none)'}\n"
+              f"      now: {got[k] if k < len(got) else '(none)'}\n"
+              f"      (scripts/check-docs.py --update-captures rewrites it)")
+    subprocess.run(["rm", "-rf", config])
+    return differ
+
+
 def is_hub_id(s):
     """`owner/name` as `--model` reads it: no path-like start, one slash."""
     return (re.fullmatch(r"[\w-][\w.-]*/[\w.-]+", s) is not None
@@ -125,10 +186,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=str(ROOT / "target/release/specscope"))
     ap.add_argument("--keep", action="store_true", help="keep the temporary outputs")
+    ap.add_argument("--update-captures", action="store_true",
+                    help="rewrite the docs' screen captures from the binary, then check the rest")
     args = ap.parse_args()
     bin_path = str(Path(args.bin).resolve())
     if not Path(bin_path).exists():
         sys.exit(f"{bin_path}: build it first (cargo build --release)")
+    differ = check_captures(bin_path, args.update_captures)
     subs = subcommands(bin_path)
     tmp = Path(tempfile.mkdtemp(prefix="specscope-docs-"))
     env = dict(os.environ, PATH=f"{Path(bin_path).parent}:{os.environ['PATH']}")
@@ -157,7 +221,7 @@ def main():
         if sub is not None and sub not in subs and not sub.startswith("-"):
             continue  # prose or a screen drawing, not a command
         reason = None
-        if sub is None or sub in INTERACTIVE:
+        if sub is None or (sub in INTERACTIVE and "--snapshot" not in argv):
             reason = "interactive (tests/suite/e2e_tmux.rs drives the screen)"
         elif sub == "train":
             reason = "hours of training (tests/suite/train.rs trains a toy model)"
@@ -186,10 +250,10 @@ def main():
             failed += 1
             err = (r.stderr or r.stdout).strip().splitlines()[-3:]
             print(f"FAIL  {where}: {cmd}\n      " + "\n      ".join(err))
-    print(f"\n{ran} ran, {failed} failed, {skipped} skipped")
+    print(f"\n{ran} ran, {failed} failed, {skipped} skipped; {differ} screen captures differ")
     if not args.keep:
         subprocess.run(["rm", "-rf", str(tmp)])
-    sys.exit(1 if failed else 0)
+    sys.exit(1 if failed or differ else 0)
 
 
 if __name__ == "__main__":

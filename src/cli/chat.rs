@@ -16,7 +16,9 @@ use specscope::bench::prompts::read_prompt_file;
 use specscope::engine::EngineHandle;
 use specscope::model;
 use specscope::trace::read_trace;
-use specscope::tui::app::{run_live, run_replay, Ended, Live, Player, Screen, TermInput, Ui};
+use specscope::tui::app::{
+    run_live, run_replay, snapshot, Ended, Live, Player, Screen, TermInput, Ui,
+};
 use specscope::tui::config::config_dir;
 use specscope::tui::keymap::Keymap;
 use specscope::tui::state::{Level, State, Topic, DEFAULT_LIVE_PACE, LIVE_PACES_MS};
@@ -104,6 +106,25 @@ pub struct ReplayArgs {
     /// Start paused (step with F6).
     #[arg(long)]
     pub paused: bool,
+    /// Print the screen at this size (`80x24`) as text and exit, without a terminal:
+    /// after --at-round rounds, or at the recording's end.
+    #[arg(long, value_name = "WxH", value_parser = parse_size)]
+    pub snapshot: Option<(u16, u16)>,
+    /// With --snapshot: the rounds played first (paused there, as F6 leaves it).
+    #[arg(long, value_name = "N", requires = "snapshot")]
+    pub at_round: Option<usize>,
+}
+
+/// `80x24` → (80, 24), within what a terminal can be.
+fn parse_size(s: &str) -> Result<(u16, u16), String> {
+    let bad = || format!("`{s}`: a size is WIDTHxHEIGHT, e.g. 80x24 (20 to 1000 each)");
+    let (w, h) = s.split_once(['x', 'X']).ok_or_else(bad)?;
+    let w: u16 = w.trim().parse().map_err(|_| bad())?;
+    let h: u16 = h.trim().parse().map_err(|_| bad())?;
+    if !(20..=1000).contains(&w) || !(8..=1000).contains(&h) {
+        return Err(bad());
+    }
+    Ok((w, h))
 }
 
 fn require_terminal() -> Result<()> {
@@ -341,7 +362,9 @@ pub fn replay(args: ReplayArgs) -> Result<ExitCode> {
         );
     }
     let trace = read_trace(&file)?;
-    require_terminal()?;
+    if args.snapshot.is_none() {
+        require_terminal()?;
+    }
     let ui = args.ui.load();
     let h = &trace.header;
     let mut state = State::new(
@@ -353,6 +376,11 @@ pub fn replay(args: ReplayArgs) -> Result<ExitCode> {
     .with_keys(&ui.keymap);
     say_startup_note(&mut state);
     let mut player = Player::new(trace, file.display().to_string());
+    if let Some(size) = args.snapshot {
+        let text = snapshot(player, &ui, &mut state, size, args.at_round)?;
+        out!("{text}");
+        return Ok(ExitCode::SUCCESS);
+    }
     player.playing = !args.paused;
     let mut fs = FullScreen::open()?;
     let r = fs.rt.block_on(run_replay(

@@ -2,6 +2,8 @@
 
 use unicode_width::UnicodeWidthChar;
 
+use crossterm::event::KeyCode;
+
 /// An edit of the input text (keys the keymap does not claim).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum InputEdit {
@@ -26,6 +28,153 @@ pub enum InputEdit {
     /// Alt+F: one word forward.
     WordRight,
 }
+
+/// The modifiers an editing key is pressed with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mods {
+    Ctrl,
+    Alt,
+    /// Whatever the modifiers.
+    Any,
+}
+
+/// A key the input box edits with (where the keymap does not claim it).
+pub struct EditKey {
+    pub code: KeyCode,
+    pub mods: Mods,
+    pub edit: InputEdit,
+    /// As the help lists it.
+    pub key: &'static str,
+    pub help: &'static str,
+}
+
+impl EditKey {
+    /// Whether a key with these modifiers is this one.
+    pub fn matches(&self, code: KeyCode, ctrl: bool, alt: bool) -> bool {
+        code == self.code
+            && match self.mods {
+                Mods::Ctrl => ctrl && !alt,
+                Mods::Alt => alt && !ctrl,
+                Mods::Any => true,
+            }
+    }
+}
+
+const fn edit(
+    code: KeyCode,
+    mods: Mods,
+    edit: InputEdit,
+    key: &'static str,
+    help: &'static str,
+) -> EditKey {
+    EditKey {
+        code,
+        mods,
+        edit,
+        key,
+        help,
+    }
+}
+
+const CTRL: Mods = Mods::Ctrl;
+const ALT: Mods = Mods::Alt;
+const ANY: Mods = Mods::Any;
+
+/// The input box's editing keys (readline's), in one table: what they do and what
+/// the help's keys page lists.
+pub const EDITING: &[EditKey] = &[
+    edit(
+        KeyCode::Char('a'),
+        CTRL,
+        InputEdit::Home,
+        "Ctrl+A",
+        "input: to the line's start",
+    ),
+    edit(
+        KeyCode::Char('e'),
+        CTRL,
+        InputEdit::End,
+        "Ctrl+E",
+        "input: to the line's end",
+    ),
+    edit(
+        KeyCode::Char('u'),
+        CTRL,
+        InputEdit::KillToStart,
+        "Ctrl+U",
+        "input: delete to the line's start",
+    ),
+    edit(
+        KeyCode::Char('k'),
+        CTRL,
+        InputEdit::KillToEnd,
+        "Ctrl+K",
+        "input: delete to the line's end",
+    ),
+    edit(
+        KeyCode::Char('w'),
+        CTRL,
+        InputEdit::DeleteWordBack,
+        "Ctrl+W",
+        "input: delete the word before the cursor",
+    ),
+    edit(
+        KeyCode::Char('b'),
+        ALT,
+        InputEdit::WordLeft,
+        "Alt+B",
+        "input: one word back",
+    ),
+    edit(
+        KeyCode::Char('f'),
+        ALT,
+        InputEdit::WordRight,
+        "Alt+F",
+        "input: one word forward",
+    ),
+    edit(
+        KeyCode::Backspace,
+        ANY,
+        InputEdit::Backspace,
+        "Backspace",
+        "input: delete before the cursor",
+    ),
+    edit(
+        KeyCode::Delete,
+        ANY,
+        InputEdit::Delete,
+        "Delete",
+        "input: delete at the cursor",
+    ),
+    edit(
+        KeyCode::Left,
+        ANY,
+        InputEdit::Left,
+        "←",
+        "input: cursor left",
+    ),
+    edit(
+        KeyCode::Right,
+        ANY,
+        InputEdit::Right,
+        "→",
+        "input: cursor right",
+    ),
+    edit(
+        KeyCode::Home,
+        ANY,
+        InputEdit::Home,
+        "Home",
+        "input: to the line's start",
+    ),
+    edit(
+        KeyCode::End,
+        ANY,
+        InputEdit::End,
+        "End",
+        "input: to the line's end",
+    ),
+];
 
 /// Text being typed, a cursor (byte offset) and the previously sent messages.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -1358,3 +1358,38 @@ fn output_that_cannot_be_written_is_never_a_success() {
         }
     }
 }
+
+/// `replay --snapshot` prints the screen without a terminal (stdin and stdout are
+/// pipes here): the size asked, the round asked, paused there; bad sizes and rounds
+/// past the recording are refused by name.
+#[test]
+fn replay_snapshot_prints_the_screen_as_text() {
+    let cfg = tempfile::tempdir().unwrap();
+    let o = specscope(&["replay", "--demo", "--snapshot", "80x24", "--at-round", "3"])
+        .env("SPECSCOPE_CONFIG_DIR", cfg.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8(o.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 24, "{text}");
+    assert!(lines.iter().all(|l| l.chars().count() <= 80), "{text}");
+    assert!(lines[0].contains("round 3 · request 1"), "{text}");
+    assert!(
+        lines[23].contains("⏸") && lines[23].contains("F1 help"),
+        "{text}"
+    );
+    for (args, needle) in [
+        (&["--snapshot", "10x2"][..], "WIDTHxHEIGHT"),
+        (&["--snapshot", "80by24"][..], "WIDTHxHEIGHT"),
+        (
+            &["--snapshot", "80x24", "--at-round", "100000"][..],
+            "past its end",
+        ),
+        (&["--at-round", "3"][..], "--snapshot"),
+    ] {
+        let mut a = vec!["replay", "--demo"];
+        a.extend_from_slice(args);
+        assert_clean_error(&run(&a), needle);
+    }
+}

@@ -173,7 +173,9 @@ fn shown(screen: &str) -> Shown {
 }
 
 fn has_branch_row(screen: &str) -> bool {
-    screen.contains("P1 @") || screen.contains("new @")
+    ["P1 @", "P2 @", "P3 @", "new @"]
+        .iter()
+        .any(|p| screen.contains(p))
 }
 
 #[test]
@@ -409,5 +411,118 @@ fn a_diffusion_block_fills_on_screen() {
         t.keys(&["C-q"]);
         let s = t.wait_exit();
         assert!(s.lines().any(|l| l == "EXIT=0"), "{s}");
+    }
+}
+
+/// The request and round in the round pane's title (`round N · request R`).
+fn round_and_request(screen: &str) -> Option<(usize, usize)> {
+    let n = round_no(screen)?;
+    let i = screen.find("┌ round ")?;
+    let title = screen[i..].lines().next()?;
+    let r = title
+        .split("· request ")
+        .nth(1)?
+        .split_whitespace()
+        .next()?;
+    Some((r.parse().ok()?, n))
+}
+
+/// The rounds of a recording that built branch rows, by (request, round).
+fn rounds_with_branches(path: &std::path::Path) -> std::collections::BTreeSet<(usize, usize)> {
+    use specscope::tui::app::Player;
+    use specscope::tui::state::State;
+    let trace = specscope::trace::read_trace(path).expect("the recording reads");
+    let mut s = State::new("rec", "cpu", trace.header.options.clone());
+    let mut player = Player::new(trace.clone(), "rec".into());
+    while player.pos < trace.events.len() {
+        player.step(&mut s);
+    }
+    s.rounds
+        .list
+        .iter()
+        .filter(|r| !r.branches.is_empty())
+        .map(|r| (r.req.to_string().parse().unwrap(), r.round))
+        .collect()
+}
+
+/// As a newcomer meets it (default options, the first prompts people type, the round
+/// pane followed live at the 300 ms pace): among the sampled frames whose round built
+/// branch rows (by the session's recording) and shows its verdict (the rows are built
+/// in the verify forward), the share that shows one, at 80×24 (at least 80%) and
+/// 120×40 (at least 95%).
+#[test]
+fn branch_rows_show_in_live_frames_at_80x24_and_120x40() {
+    for ((w, h), target) in [((80, 24), 0.80), ((120, 40), 0.95)] {
+        let Some(t) = Tmux::sized(w, h) else { return };
+        let cfg = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("rec.jsonl");
+        t.launch(
+            cfg.path(),
+            &format!("--record {} --max-new-tokens 80", file.display()),
+        );
+        t.keys(&["M-="]);
+        t.wait("a faster pace", |s| s.contains("slow 300ms"));
+        let mut frames: Vec<((usize, usize), bool)> = Vec::new();
+        let mut missing: Vec<((usize, usize), String)> = Vec::new();
+        for prompt in [
+            "What is 12 plus 7?",
+            "Write a python function that reverses a list.",
+        ] {
+            t.literal(prompt);
+            t.keys(&["Enter"]);
+            t.wait("the answer to start", |s| s.contains("answering"));
+            let start = Instant::now();
+            loop {
+                let s = t.screen();
+                if !s.contains("answering") {
+                    break;
+                }
+                // A round's rows are built in its verify forward: a frame before
+                // its verdict has none to show yet.
+                let verified = s.contains("✓ accepted ");
+                if let Some(at) = round_and_request(&s).filter(|_| verified) {
+                    frames.push((at, has_branch_row(&s)));
+                    if !has_branch_row(&s) {
+                        missing.push((at, s.clone()));
+                    }
+                }
+                assert!(
+                    start.elapsed() < Duration::from_secs(120),
+                    "answer never ended:\n{s}"
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        t.keys(&["C-q"]);
+        let s = t.wait_exit();
+        assert!(s.lines().any(|l| l == "EXIT=0"), "{s}");
+        let built = rounds_with_branches(&file);
+        let sampled: Vec<bool> = frames
+            .iter()
+            .filter(|(at, _)| built.contains(at))
+            .map(|(_, shown)| *shown)
+            .collect();
+        let shown = sampled.iter().filter(|s| **s).count();
+        let share = shown as f64 / sampled.len().max(1) as f64;
+        eprintln!(
+            "{w}x{h}: a branch row in {shown} of {} sampled frames whose round built one ({} frames in all)",
+            sampled.len(),
+            frames.len()
+        );
+        assert!(
+            sampled.len() >= 10,
+            "too few frames sampled: {}",
+            sampled.len()
+        );
+        let first_missing = missing
+            .iter()
+            .find(|(at, _)| built.contains(at))
+            .map_or("", |(_, s)| s.as_str());
+        assert!(
+            share >= target,
+            "{w}x{h}: a branch row in {shown} of {} frames whose round built one; one without:\n{first_missing}",
+            sampled.len()
+        );
     }
 }

@@ -360,6 +360,17 @@ impl BlockCandidate {
     pub fn total_ms(&self) -> f64 {
         (self.cost_ms + self.rows_ms).max(1e-9)
     }
+
+    /// What the rule that chose among these candidates compared: tokens per ms
+    /// V ÷ T (the per-request ratio rule, `rate` None), or the net tokens V − λ·T at
+    /// the round's rate λ (the round rule: the forwards' fixed part is in λ, so V ÷ T
+    /// alone would favour the wrong size).
+    pub fn score(&self, rate: Option<f64>) -> f64 {
+        match rate {
+            Some(lambda) => self.value - lambda * self.total_ms(),
+            None => self.value / self.total_ms(),
+        }
+    }
 }
 
 /// Some rows, summed: how many, what they add to the forward, and the draft forwards

@@ -646,7 +646,7 @@ pub fn ratio_rule(
         })
         .collect();
     let best = candidates.iter().reduce(|best, c| {
-        let (r, rb) = (c.value / c.total_ms(), best.value / best.total_ms());
+        let (r, rb) = (c.score(None), best.score(None));
         if r > rb + 1e-12 || (r > rb - 1e-12 && c.block < best.block) {
             c
         } else {

@@ -5,7 +5,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 use super::TermInput;
 use crate::tui::action::Action;
-use crate::tui::input::InputEdit;
+use crate::tui::input::{InputEdit, EDITING};
 use crate::tui::keymap::Keymap;
 use crate::tui::state::{Msg, State};
 
@@ -46,22 +46,10 @@ pub fn key_msg(s: &State, keys: &Keymap, key: &KeyEvent) -> Option<Msg> {
     if let Some(a) = action {
         return Some(Msg::Action(a));
     }
-    let edit = match (key.code, ctrl, alt) {
-        (KeyCode::Char('a'), true, false) => InputEdit::Home,
-        (KeyCode::Char('e'), true, false) => InputEdit::End,
-        (KeyCode::Char('u'), true, false) => InputEdit::KillToStart,
-        (KeyCode::Char('k'), true, false) => InputEdit::KillToEnd,
-        (KeyCode::Char('w'), true, false) => InputEdit::DeleteWordBack,
-        (KeyCode::Char('b'), false, true) => InputEdit::WordLeft,
-        (KeyCode::Char('f'), false, true) => InputEdit::WordRight,
-        (KeyCode::Backspace, _, _) => InputEdit::Backspace,
-        (KeyCode::Delete, _, _) => InputEdit::Delete,
-        (KeyCode::Left, _, _) => InputEdit::Left,
-        (KeyCode::Right, _, _) => InputEdit::Right,
-        (KeyCode::Home, _, _) => InputEdit::Home,
-        (KeyCode::End, _, _) => InputEdit::End,
-        _ => return None,
-    };
+    let edit = EDITING
+        .iter()
+        .find(|e| e.matches(key.code, ctrl, alt))
+        .map(|e| e.edit.clone())?;
     Some(Msg::Input(edit))
 }
 

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 pub use keys::{input_msg, key_msg};
 pub use live::{run_live, Ended, Live};
-pub use replay::{run_replay, Player};
+pub use replay::{run_replay, snapshot, Player};
 pub use screen::Screen;
 
 use super::keymap::Keymap;

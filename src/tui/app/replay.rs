@@ -110,14 +110,28 @@ impl Player {
         }
         if self.pos >= self.trace.events.len() && self.playing {
             self.playing = false;
+            // A recording cut off mid-answer (a killed session) says so: its last
+            // answers have no end.
+            let cut: Vec<String> = s.session.live.iter().map(ToString::to_string).collect();
+            let (text, level) = if cut.is_empty() {
+                ("end of the recording".to_string(), Level::Info)
+            } else {
+                (
+                    format!(
+                        "the recording stops mid-answer: request {} has no end",
+                        cut.join(", ")
+                    ),
+                    Level::Warning,
+                )
+            };
             update(
                 s,
                 Msg::Notice {
                     text: format!(
-                        "end of the recording ({} plays it again)",
+                        "{text} ({} plays it again)",
                         s.keys.key(Action::TogglePause)
                     ),
-                    level: Level::Info,
+                    level,
                 },
             );
             any = true;
@@ -273,4 +287,56 @@ pub async fn run_replay<B: Backend>(
         }
     };
     Ok(ended)
+}
+
+/// The screen a replay shows at `w`×`h` after its first `rounds` rounds (paused, as
+/// F6 leaves it), or at its end, as text: one line per row, trailing blanks cut. What
+/// the docs' screen captures are made with, so none is pasted by hand.
+pub fn snapshot(
+    mut player: Player,
+    ui: &Ui,
+    s: &mut State,
+    (w, h): (u16, u16),
+    rounds: Option<usize>,
+) -> Result<String> {
+    update(s, Msg::Replay(player.status()));
+    match rounds {
+        Some(n) => {
+            for _ in 0..n {
+                if player.pos >= player.trace.events.len() {
+                    anyhow::bail!(
+                        "{} holds {} rounds; --at-round {n} is past its end",
+                        player.file,
+                        player.rounds
+                    );
+                }
+                player.step(s);
+            }
+        }
+        None => {
+            player.advance(s, f64::INFINITY);
+        }
+    }
+    update(s, Msg::Replay(player.status()));
+    let mut term = ratatui::Terminal::new(ratatui::backend::TestBackend::new(w, h))?;
+    term.draw(|f| crate::tui::render::draw(f, s, &ui.theme, &ui.keymap))?;
+    let buf = term.backend().buffer();
+    let mut out = String::new();
+    for y in 0..h {
+        let mut row = String::new();
+        let mut skip = 0;
+        for x in 0..w {
+            // A wide symbol's second cell is blank in the buffer: the symbol covers it.
+            if skip > 0 {
+                skip -= 1;
+                continue;
+            }
+            let sym = buf[(x, y)].symbol();
+            skip = unicode_width::UnicodeWidthStr::width(sym).saturating_sub(1);
+            row.push_str(sym);
+        }
+        out.push_str(row.trim_end());
+        out.push('\n');
+    }
+    Ok(out)
 }

@@ -52,9 +52,31 @@ fn header(turn: &Turn, s: &State, t: &Theme, width: usize) -> Vec<Line<'static>>
             if !label.is_empty() {
                 spans.push((label, style));
             }
+            if let Some(differs) = turn.req.and_then(|r| differs_from_ar(s, r)) {
+                spans.push((differs, t.warning));
+            }
             wrap(&spans, width)
         }
     }
+}
+
+/// Block diffusion is not lossless: where an answer's blocks differ from what AR
+/// greedy would have said, its header says in how many (of the rounds still kept).
+fn differs_from_ar(s: &State, req: crate::engine::events::RequestId) -> Option<String> {
+    let judged: Vec<f64> = s
+        .rounds
+        .list
+        .iter()
+        .filter(|r| r.req == req)
+        .filter_map(crate::tui::state::RoundView::ar_agreement)
+        .collect();
+    let differ = judged.iter().filter(|a| **a < 1.0).count();
+    (differ > 0).then(|| {
+        format!(
+            "  [differs from AR greedy in {differ} of {} blocks]",
+            judged.len()
+        )
+    })
 }
 
 /// A list item's marker width (`- `, `* `, `12. `), if the line is one.

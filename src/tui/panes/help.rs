@@ -10,6 +10,8 @@ use ratatui::Frame;
 use super::history::speed_words;
 use super::pane;
 use super::text::{wrap_indented, NBSP};
+use crate::tui::action::Action;
+use crate::tui::input::EDITING;
 use crate::tui::keymap::Keymap;
 use crate::tui::state::{HelpPage, Level, State};
 use crate::tui::theme::Theme;
@@ -26,8 +28,8 @@ pub const LEGEND: &[(&str, &str)] = &[
     ("kept: the answer ends here", "the answer ended inside the block (end of turn, or the token limit): positions after it are drawn as discarded even where the verifier agreed"),
     ("P1 P2 P3", "correction rows, run inside the verify forward: re-draft from the 1st/2nd/3rd risky position with the draft's next-best token (the default table, from three risky positions on: two P1 rows, its 2nd and 3rd choices); HIT when the verifier rejected exactly there and chose that token: the next round needs no draft forward"),
     ("new", "the continuation: the verify row extended by B masked positions that draft the next block as if this one were accepted whole (its prefix is the block being verified, computed once); HIT when the bonus equals its first token"),
-    ("expected tokens / ms", "per block size B: V, the tokens a round of B is expected to advance (survival tables from the verifier's recent entropy, scaled by what verification said this session, less a discount for a size no round has measured yet), and T, its forwards' cost in ms (the cost profile); \"(rows -0.9)\" after T: what the branch rows B is expected to carry change that by (negative: they are expected to spare a later draft worth more than they cost); the adaptive rule picks the best tokens per ms"),
-    ("round: λ tokens/ms", "what the rule expects the round's forward to deliver: the V of every request in it, summed, ÷ the round's ms: each request's T plus the forwards' fixed part, paid once (so below V/T even with one request); the sizes are chosen together to make it largest (an explore round shows the rule's choice, before the size it tries was swapped in)"),
+    ("tokens per ms V ÷ T", "per block size B, the figure the adaptive rule picks the largest of: V, the tokens a round of B is expected to advance (survival tables from the verifier's recent entropy, scaled by what verification said this session, less a discount for a size no round has measured yet), over T, its forwards' cost in ms (the cost profile) plus what the branch rows B is expected to carry change that by (less where they are expected to spare a later draft worth more than they cost)"),
+    ("net tokens V − T×rate", "where sizes are chosen for the whole round: each size's V less its T times the round's rate (the figure after ×), the tokens per ms the rule expects of the round's forward (every request's V, summed, ÷ the round's ms: each T plus the forwards' fixed part, paid once, which is why V ÷ T alone can favour another size); the rule picks the largest, which makes the round's rate largest (an explore round shows the figures of the rule's choice, before the size it tries was swapped in)"),
     ("cold start", "an answer's first round, no history yet: the sizes up to the paper's cap by concurrency (32 for one request), valued by the tables' average; the best tokens per ms is chosen, so often a size below the cap"),
     ("AR step", "block 1: no draft, one token per forward (AR mode, or the throughput preset where drafting does not pay)"),
     ("explore", "now and then a size the rule did not choose runs, so its cost stays measured"),
@@ -43,7 +45,7 @@ pub const LEGEND: &[(&str, &str)] = &[
     ("rows ride / dropped", "the branch rows the row table asked for this round, priced at this load: a row rides in the verify forward when its chance of a hit × the draft forward it would spare covers what it adds; \"+24% verify price for 0.53 drafts expected saved\": the rows add 24% to this request's share of the verify forward and are expected to spare 0.53 draft forwards (each worth more than a row where forwards are memory-bound, as on a GPU at low load)"),
     ("priced as", "status line: whose prices the block size and rows are decided by: a GPU's roofline profile (modeled, the default: \"B200 · NLD-8B\"), or this machine's measured one (--cost-profile cpu)"),
     ("branches (br)", "history: by kind, branch rows that hit / rows built, then the hit rate over all kinds; \"branch\" or \"br\" and fewer parts where the pane is narrow"),
-    ("mean acceptance (acc)", "history title: tokens a round advanced (accepted drafts + the bonus), averaged over the session's rounds; an answer's last round counts the tokens it kept, as in bench and eval"),
+    ("tokens per round (tok/round)", "history title: tokens a round advanced (accepted drafts + the bonus), averaged over the session's rounds; an answer's last round counts the tokens it kept, as in bench and eval"),
     ("request N live", "the round pane follows the newest round of request N while it answers (\"latest\" once it is done, \"replay\" in a replay; \"past\" when you walk back with Alt+←)"),
     ("diffusion canvas ░ s1 s2", "block diffusion (F2's fourth mode): a canvas of L masks (░) after the answer so far; each step is one bidirectional forward and commits every masked position whose top probability is at least τ (at least the most confident one); s1, s2 … under a token: the step that committed it; a full canvas is written to the cache by one causal forward, 'steps + 1' forwards per block, no verifier"),
     ("≠ AR would say", "block diffusion, once a block is written: the causal forward that wrote it also gives AR's choice at every position; ≠ marks tokens AR would not have emitted there given the same prefix. Diffusion is fast and not lossless; history's =AR bars are the share of each block AR agrees with"),
@@ -53,7 +55,7 @@ pub const LEGEND: &[(&str, &str)] = &[
 ];
 
 /// Why speculation does or does not pay on this machine.
-const SPEED: &str = "On a CPU a forward of a small model is compute-bound from about 2 tokens on: a forward of 16 tokens costs several of 1, so a draft and its verification cost about as much as the AR steps a round replaces, and speculation gains little or nothing on wall-clock here, whatever the acceptance. It wins where a forward is memory-bound (a GPU at small concurrency, a large model), and the screen is there to show how it works: TPF, acceptance and branch hits are what carry over.";
+const SPEED: &str = "On a CPU a forward of a small model is compute-bound from about 2 tokens on: a forward of 16 tokens costs several of 1, so a draft and its verification can cost more than the AR steps a round replaces (the history pane's speed line says how much here), and speculation gains little or nothing on wall-clock, whatever the acceptance. It wins where a forward is memory-bound (a GPU at small concurrency, a large model), and the screen is there to show how it works: TPF, acceptance and branch hits are what carry over.";
 
 fn keys_page(
     t: &Theme,
@@ -62,15 +64,26 @@ fn keys_page(
     width: usize,
     height: usize,
 ) -> Vec<Line<'static>> {
-    let mut rows = keys.help_rows();
-    rows.retain(|r| r.1.acts_in(replay));
+    let mut rows: Vec<(String, Option<Action>, &str)> = keys
+        .help_rows()
+        .into_iter()
+        .filter(|r| r.1.acts_in(replay))
+        .map(|(k, a, h)| (k, Some(a), h))
+        .collect();
+    if !replay {
+        // The input box's own keys, from the table that handles them.
+        rows.extend(EDITING.iter().map(|e| (e.key.to_string(), None, e.help)));
+    }
     // Two columns only where the descriptions fit whole; else one that scrolls.
     let two = rows.len() > height && width >= 140;
     let col_w = if two { width / 2 } else { width };
     let key_w = 16.min(col_w / 3);
-    let cell = |r: &(String, crate::tui::action::Action, &'static str)| {
+    let cell = |r: &(String, Option<Action>, &'static str)| {
         let keys = format!("{:<key_w$} ", cut(&r.0, key_w));
-        let what = r.1.replay_help().filter(|_| replay).unwrap_or(r.2);
+        let what =
+            r.1.and_then(Action::replay_help)
+                .filter(|_| replay)
+                .unwrap_or(r.2);
         let help = format!(
             "{:<w$}",
             cut(what, col_w.saturating_sub(key_w + 2)),
@@ -122,22 +135,22 @@ fn cut(s: &str, w: usize) -> String {
 /// begins shows at a glance.
 const HANG: usize = 2;
 
+/// What every term means, after why speculation does or does not pay here (first:
+/// the history pane's speed line points here with "F1 →").
 fn legend_page(s: &State, t: &Theme, width: usize) -> Vec<Line<'static>> {
-    let mut lines: Vec<Line> = LEGEND
-        .iter()
-        .flat_map(|(term, what)| {
-            let pieces = [
-                (format!("{term}: "), t.help_key),
-                (what.to_string(), t.text),
-            ];
-            wrap_indented(&pieces, width, HANG)
-        })
-        .collect();
-    lines.push(Line::default());
+    let mut lines = Vec::new();
     if let Some((words, _)) = speed_words(s) {
         lines.extend(wrap_indented(&[(words, t.title)], width, 0));
     }
     lines.extend(wrap_indented(&[(SPEED.to_string(), t.text)], width, 0));
+    lines.push(Line::default());
+    lines.extend(LEGEND.iter().flat_map(|(term, what)| {
+        let pieces = [
+            (format!("{term}: "), t.help_key),
+            (what.to_string(), t.text),
+        ];
+        wrap_indented(&pieces, width, HANG)
+    }));
     lines
 }
 
@@ -145,9 +158,11 @@ fn messages_page(s: &State, t: &Theme, width: usize) -> Vec<Line<'static>> {
     if s.status.messages.is_empty() {
         return vec![Line::styled("No messages yet this session.", t.dim)];
     }
+    // Newest first: on a short screen the latest is the one in view.
     s.status
         .messages
         .iter()
+        .rev()
         .flat_map(|(level, text)| {
             let style = match level {
                 Level::Error => t.error,

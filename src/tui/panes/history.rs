@@ -17,38 +17,40 @@ use super::text::Fit;
 use crate::tui::state::{RoundView, Sample, State};
 use crate::tui::theme::Theme;
 
-/// The speed of drafting against AR steps here, in words, in one line of `width`
-/// columns where the whole sentence does not fit (None until measured).
+/// Drafting against AR steps here, as the history pane says it in one line of
+/// `width` columns: which is faster and by how much, whether the AR side was
+/// measured or priced, and where the help says why (None until measured).
 pub fn speed_line(s: &State, width: usize) -> Option<(String, bool)> {
     let (long, pays) = speed_words(s)?;
     let c = s.stats.speed.comparison()?;
-    let r = c.ratio;
-    let how = how_measured(c.ar_measured);
     // Every form says whether the AR side was measured or priced: a priced ratio read
-    // as a measured one would claim a measurement nobody made.
+    // as a measured one would claim a measurement nobody made. "F1 →" is the help's
+    // second page, whose first lines are the words below.
     let short = if c.ar_measured { "measured" } else { "priced" };
-    // The longest form that fits: the sentence, then shorter ones.
-    let forms = if pays {
-        [
-            long,
-            format!("drafting {r:.2}× AR steps on this machine ({how}): pays"),
-            format!("drafting pays: {r:.2}× {short} AR steps"),
-            format!("drafting {r:.2}× {short} AR"),
-        ]
-    } else {
-        [
-            long,
-            format!("drafting {r:.2}× AR steps on this machine ({how}) · F1: why"),
-            format!("drafting {r:.2}× {short} AR steps (F1: why)"),
-            format!("drafting {r:.2}× {short} AR"),
-        ]
-    };
-    let last = forms[3].clone();
+    let (by, dir) = direction(c.ratio);
+    let forms = [
+        long,
+        format!("drafting {by:.2}× {dir} than {short} AR steps (F1 →: why)"),
+        format!("drafting {by:.2}× {dir}, {short} AR (F1 →)"),
+        format!("drafting {by:.2}× {dir}, {short} AR"),
+        format!("{by:.1}× {dir}, {short} AR"),
+    ];
+    let last = forms[4].clone();
     let text = forms
         .into_iter()
         .find(|f| f.width() <= width)
         .unwrap_or(last);
     Some((text, pays))
+}
+
+/// How many times faster or slower drafting is than AR steps, for a ratio of their
+/// tokens per ms (a factor ≥ 1 either way: "0.19×" reads as neither).
+fn direction(ratio: f64) -> (f64, &'static str) {
+    if ratio > 1.0 {
+        (ratio, "faster")
+    } else {
+        (1.0 / ratio.max(1e-9), "slower")
+    }
 }
 
 fn how_measured(ar_measured: bool) -> &'static str {
@@ -59,8 +61,9 @@ fn how_measured(ar_measured: bool) -> &'static str {
     }
 }
 
-/// The speed of drafting against AR steps here, in words (None until measured, and
-/// for a simulated backbone, whose forwards take no model's time).
+/// Drafting against AR steps here in a sentence, from the same figures as the
+/// history pane's line (None until measured, and for a simulated backbone, whose
+/// forwards take no model's time).
 pub fn speed_words(s: &State) -> Option<(String, bool)> {
     if s.session.untimed() {
         return None;
@@ -68,15 +71,14 @@ pub fn speed_words(s: &State) -> Option<(String, bool)> {
     let c = s.stats.speed.comparison()?;
     let how = how_measured(c.ar_measured);
     let pays = c.ratio > 1.0;
+    let (by, _) = direction(c.ratio);
     let text = if pays {
         format!(
-            "drafting {:.2}× AR steps on this machine ({how}): speculation pays here",
-            c.ratio
+            "Drafting makes tokens {by:.2}× faster than AR steps on this machine ({how}): speculation pays here."
         )
     } else {
         format!(
-            "drafting {:.2}× AR steps on this machine ({how}): a forward here is compute-bound; speculation pays where it is memory-bound (a GPU, a large model)",
-            c.ratio
+            "Drafting makes tokens {by:.2}× slower than AR steps on this machine ({how}): a forward here is compute-bound; speculation pays where it is memory-bound (a GPU, a large model)."
         )
     };
     Some((text, pays))
@@ -247,10 +249,11 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme) {
                     String::new(),
                 ]
             } else {
+                // Tokens a round advanced, not a rate: said as such at every width.
                 [
-                    format!("· mean acceptance {mean:.2} "),
-                    format!("· acceptance {mean:.2} "),
-                    format!("· acc {mean:.2} "),
+                    format!("· {mean:.2} tokens per round "),
+                    format!("· {mean:.2} tok/round "),
+                    format!("· {mean:.1} tok/rd "),
                 ]
             }),
             t.title,
@@ -325,11 +328,17 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme) {
         ));
     }
     // The colour key and the block-size glyphs, compact where the pane is narrow.
-    let legend = if diffusing {
+    let legend = if diffusing && inner.width >= 58 {
         Line::from(vec![
             Span::styled("█ every token =AR  ", t.bar_full),
             Span::styled("█ some ≠AR  ", t.bar_partial),
             Span::styled("block: ·1 ▂4 ▃8 ▅16 █32", t.dim),
+        ])
+    } else if diffusing {
+        Line::from(vec![
+            Span::styled("█all =AR ", t.bar_full),
+            Span::styled("█some ≠AR ", t.bar_partial),
+            Span::styled("B ·1▂4▃8▅16█32", t.dim),
         ])
     } else if inner.width >= 58 {
         Line::from(vec![

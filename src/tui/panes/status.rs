@@ -125,7 +125,8 @@ pub fn notice_inline(s: &State, t: &Theme, keys: &Keymap, width: usize) -> bool 
 pub fn draw_notice_row(f: &mut Frame, area: Rect, s: &State, t: &Theme, keys: &Keymap) {
     let Some(n) = &s.status.notice else { return };
     let width = usize::from(area.width);
-    let more = format!(" ({}: messages page)", keys.hint(Action::Help));
+    // The messages page is the help's last: ← from the first wraps to it.
+    let more = format!(" ({} ←: messages page)", keys.hint(Action::Help));
     let text = cut_words(&n.text, width.saturating_sub(2), &more);
     let style = notice_style(n.level, t);
     let pad = width.saturating_sub(text.width() + 1);
@@ -291,12 +292,15 @@ fn notice_room(s: &State, keys: &Keymap, markers_w: usize, width: usize) -> usiz
     width.saturating_sub(markers_w + help + SEP.width() + keep)
 }
 
-/// Whether the session is answering, and how many requests.
+/// Whether the session is answering, and how many requests; at the end of a replay
+/// whose recording stops mid-answer, that those answers were cut off.
 fn activity(s: &State) -> String {
+    let ended = s.status.replay.as_ref().is_some_and(|r| r.pos >= r.len);
+    let what = if ended { "cut off" } else { "answering" };
     match s.session.live.len() {
         0 => "idle".to_string(),
-        1 => "answering".to_string(),
-        n => format!("{n} answering"),
+        1 => what.to_string(),
+        n => format!("{n} {what}"),
     }
 }
 

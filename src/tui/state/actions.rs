@@ -282,10 +282,13 @@ fn change_options(s: &mut State, a: Action) {
         Action::ToggleOverlap => {
             o.toggle_overlap();
             if o.overlap {
-                format!(
-                    "overlap branches on (every row the table builds): {}",
-                    o.label()
-                )
+                // Which rows ride is the options' own: priced, or every row.
+                let rows = if o.cost_aware {
+                    "a row rides where its price pays"
+                } else {
+                    "every row the table builds"
+                };
+                format!("overlap branches on ({rows}): {}", o.label())
             } else {
                 format!("overlap branches off: {}", o.label())
             }

@@ -98,7 +98,7 @@ pub struct Status {
     pub replay: Option<ReplayStatus>,
     pub notice: Option<Notice>,
     /// The session's notices in full, oldest first (the help's messages page lists
-    /// them; the status line may have cut them). At most `MAX_MESSAGES`.
+    /// them newest first; the status line may have cut them). At most `MAX_MESSAGES`.
     pub messages: Vec<(Level, String)>,
     /// Wall-clock seconds of the session (ticks), what notices expire by.
     pub clock: f64,

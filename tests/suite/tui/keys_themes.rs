@@ -117,7 +117,7 @@ fn help_pages_explain_keys_terms_and_messages() {
         "the footer shows at 80x24: {all}"
     );
     update(&mut s, Msg::HelpPage(1));
-    let all = screen_text(&draw(&s, &Theme::dark(), 120, 40));
+    let all = screen_text(&draw(&s, &Theme::dark(), 120, 60));
     for term in [
         "margin",
         "bonus",
@@ -192,7 +192,7 @@ fn help_scrolls_and_keeps_keys_from_the_screen_behind() {
     let end = screen_text(&buf);
     assert!(end.contains("history bars"), "the last term shows: {end}");
     // Scrolled to the end, the page's last line sits on the bottom border.
-    let (_, y) = find_text(&buf, "carry over.").expect("the page's last line");
+    let (_, y) = find_text(&buf, "reused branch").expect("the page's last line");
     assert!(text_at(&buf, 4, y + 1, 3).contains('─'), "{end}");
     assert!(end.contains("↑ back"), "{end}");
     // Scrolled past the end, the screen brings the scroll back before drawing, so one

@@ -141,8 +141,8 @@ fn positions_past_the_answers_end_are_not_drawn_as_accepted() {
     let col = |c: char| x + row.chars().position(|r| r == c).expect("on the row") as u16;
     let bang = col('!');
     assert_eq!(buf[(bang, y)].fg, theme.discarded.fg.unwrap(), "{row}");
-    let plus = col('+');
-    assert_eq!(buf[(plus, y)].fg, theme.discarded.fg.unwrap(), "{row}");
+    // The verifier's token after the end is no bonus: not drawn.
+    assert!(!row.contains('+'), "{row}");
 }
 
 #[test]
@@ -174,18 +174,16 @@ fn round_choice_shows_its_rate_and_each_candidate() {
         !all.contains("λ") && !all.contains("ratio"),
         "no internal ids: {all}"
     );
-    let (_, cy) = find_text(
-        &buf,
-        "expected tokens / ms per size (round: 1.25 tokens/ms)",
-    )
-    .unwrap();
+    // Each size shows the figure the rule picked the largest of: V − T × the round's
+    // rate (1.0 − 0.5 × 1.25, 5.0 − 2.0 × 1.25), so the pick is the largest shown.
+    let (_, cy) = find_text(&buf, "net tokens V − T×1.25/ms per size:").unwrap();
     assert!(cy > y);
     let line = text_at(&buf, 0, cy, 160) + &text_at(&buf, 0, cy + 1, 160);
     assert!(
-        line.contains("1: 1.0/0.5") && line.contains("8: 5.0/2.0◀"),
+        line.contains("1: +0.38") && line.contains("8: +2.50◀"),
         "{line}"
     );
-    let (x, y) = find_text(&buf, "8: 5.0/2.0◀").unwrap();
+    let (x, y) = find_text(&buf, "8: +2.50◀").unwrap();
     assert_eq!(buf[(x, y)].fg, Theme::dark().title.fg.unwrap());
 }
 
@@ -234,7 +232,7 @@ fn the_candidates_heading_never_shows_without_its_figures() {
     let mut shown = 0;
     for h in 16..40 {
         let all = screen_text(&draw(&s, &Theme::dark(), 80, h));
-        if all.contains("expected tokens") {
+        if all.contains("net tokens") {
             assert!(all.contains('◀'), "80×{h}: {all}");
             shown += 1;
         }
@@ -562,7 +560,8 @@ fn branch_rows_are_never_cut_in_the_middle() {
                 while i < lines.len()
                     && !is_branch_head(&lines[i])
                     && !lines[i].starts_with("… (a larger pane")
-                    && !lines[i].starts_with("expected tokens")
+                    && !lines[i].starts_with("net tokens")
+                    && !lines[i].starts_with("tokens per ms")
                     && !lines[i].starts_with("measured tokens")
                 {
                     row = format!("{row} {}", lines[i].trim());
@@ -602,6 +601,10 @@ fn branch_rows_show_in_the_frames_whose_round_built_them() {
             }
             built += 1;
             let lines = round_pane_lines(&draw(&s, &Theme::dark(), w, h));
+            // A note on what a cut hides is whole, never cut at the border itself.
+            for l in lines.iter().filter(|l| l.starts_with("… ")) {
+                assert!(l.ends_with(')'), "a note cut at {w}x{h}: {l:?}");
+            }
             let heads = lines.iter().filter(|l| is_branch_head(l)).count();
             shown += usize::from(heads > 0);
             if let Some(k) = lines
@@ -620,7 +623,7 @@ fn branch_rows_show_in_the_frames_whose_round_built_them() {
                         .take_while(|l| {
                             !is_branch_head(l)
                                 && !l.is_empty()
-                                && !["expected tokens", "measured tokens"]
+                                && !["net tokens", "tokens per ms", "measured tokens"]
                                     .iter()
                                     .any(|p| l.starts_with(p))
                         })

@@ -13,7 +13,7 @@ use super::pane;
 use super::text::Fit;
 use super::text::{wrap, wrap_indented, NBSP};
 use super::visible_token;
-use crate::engine::events::{PosView, Rule, StopReason};
+use crate::engine::events::{PosView, StopReason};
 use crate::engine::overlap::{BranchKind, BranchOutcome, MissReason};
 use crate::tui::action::Action;
 use crate::tui::keymap::Keymap;
@@ -210,10 +210,11 @@ fn block_lines(r: &RoundView, st: &State, t: &Theme, width: usize) -> Vec<Line<'
         }
         cells.push(tok, ts, margin, ms);
     }
-    if let Some(v) = &r.verdict {
+    // Where the answer ended inside the block the verifier's token is no bonus:
+    // nothing follows the end, so it is not drawn.
+    if let Some(v) = r.verdict.as_ref().filter(|_| !r.ended()) {
         let tok = format!("+{}", visible_token(&s.token(v.bonus), cell_max(width)));
-        let style = if r.ended() { t.discarded } else { t.bonus };
-        cells.last(tok, style, "bonus".into(), t.dim);
+        cells.last(tok, t.bonus, "bonus".into(), t.dim);
     }
     cells.lines()
 }
@@ -319,35 +320,25 @@ fn decision_lines(
     }
     if !why.candidates.is_empty() {
         let mut pieces: Vec<(String, ratatui::style::Style)> = Vec::new();
-        let lead = match (why.rule, why.rate) {
-            (Rule::Round | Rule::ColdStart | Rule::Explore, Some(rate)) => {
-                format!(
-                    "expected tokens / ms per size {}",
-                    glue(&format!("(round: {rate:.2} tokens/ms):"))
-                )
-            }
-            _ => "expected tokens / ms per size:".to_string(),
+        // The number each size is judged by, so the pick is the largest one shown
+        // (V and T alone hide the round's fixed cost).
+        let lead = match why.rate {
+            // The round's rate: what its forward is expected to deliver per ms.
+            Some(rate) => format!("net tokens V − T×{rate:.2}/ms per size:"),
+            None => "tokens per ms V ÷ T per size:".to_string(),
         };
         pieces.push((lead, t.dim));
         for c in &why.candidates {
             let mine = c.block == b;
             let st = if mine { t.title } else { t.dim };
-            // The rows' expected net price beside the forwards' (negative: they are
-            // expected to spare more than they cost).
-            // In parentheses: "0.2-4.6rows" read as a range.
-            let rows = if c.rows_ms == 0.0 {
-                String::new()
+            let score = c.score(why.rate);
+            let score = if why.rate.is_some() {
+                format!("{score:+.2}")
             } else {
-                format!("{NBSP}(rows{NBSP}{:+.1})", c.rows_ms)
+                significant(score)
             };
             pieces.push((
-                format!(
-                    " {}:{NBSP}{:.1}/{:.1}{rows}{}",
-                    c.block,
-                    c.value,
-                    c.cost_ms,
-                    if mine { "◀" } else { "" }
-                ),
+                format!(" {}:{NBSP}{score}{}", c.block, if mine { "◀" } else { "" }),
                 st,
             ));
         }
@@ -358,6 +349,17 @@ fn decision_lines(
         .map(|sp| (sp.content.into_owned(), sp.style))
         .collect();
     (wrap(&pieces, width), more)
+}
+
+/// A positive figure to three significant digits (0.0412, 0.412, 4.12, 41.2).
+fn significant(x: f64) -> String {
+    match x.abs() {
+        a if a >= 100.0 => format!("{x:.0}"),
+        a if a >= 10.0 => format!("{x:.1}"),
+        a if a >= 1.0 => format!("{x:.2}"),
+        a if a >= 0.1 => format!("{x:.3}"),
+        _ => format!("{x:.4}"),
+    }
 }
 
 /// `text` with its spaces made non-breaking: it wraps as one word.
@@ -539,7 +541,7 @@ fn sections(r: &RoundView, s: &State, t: &Theme, width: usize, h: usize) -> Sect
         // then leaves the fewest lines blank, then keeps the most of the strip.
         let others = verdict.len() + inspected.as_deref().map_or(0, n);
         let short = one_line(head.clone(), width, t);
-        let bonus = r.verdict.is_some();
+        let bonus = r.verdict.is_some() && !r.ended();
         // (rows shown, fewest blank, strip lines), then the fold: one-line decision, keep.
         type Score = (usize, std::cmp::Reverse<usize>, usize);
         let mut best: Option<(Score, bool, usize)> = None;
@@ -559,7 +561,7 @@ fn sections(r: &RoundView, s: &State, t: &Theme, width: usize, h: usize) -> Sect
             if one {
                 head = short;
             }
-            block = cut_block(block, keep, bonus, t);
+            block = cut_block(block, keep, bonus, width, t);
         }
     }
     let verdict_len = verdict.len();
@@ -651,6 +653,7 @@ fn cut_block(
     mut block: Vec<Line<'static>>,
     room: usize,
     bonus: bool,
+    width: usize,
     t: &Theme,
 ) -> Vec<Line<'static>> {
     if strip_lines(block.len(), room) == block.len() {
@@ -669,11 +672,23 @@ fn cut_block(
         .saturating_sub(cells(&block[..keep]))
         .saturating_sub(usize::from(bonus));
     block.truncate(keep);
-    let text = match hidden {
-        0 => "… (a larger pane shows the bonus)".to_string(),
-        1 => "… 1 more position (a larger pane shows it)".to_string(),
-        n => format!("… {n} more positions (a larger pane shows them)"),
+    // The longest form that fits the pane: never cut at its border.
+    let forms = match hidden {
+        0 => [
+            "… (a larger pane shows the bonus)".to_string(),
+            "… the bonus: larger pane".to_string(),
+        ],
+        1 => [
+            "… 1 more position (a larger pane shows it)".to_string(),
+            "… 1 more position (larger pane)".to_string(),
+        ],
+        n => [
+            format!("… {n} more positions (a larger pane shows them)"),
+            format!("… {n} more positions (larger pane)"),
+        ],
     };
+    let [long, short] = forms;
+    let text = if long.width() <= width { long } else { short };
     block.push(Line::styled(text, t.dim));
     block
 }
@@ -683,7 +698,19 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme, keys: &Keymap) {
     let width = usize::from(inner.width);
     let rounds = &s.rounds;
     let Some(r) = rounds.shown() else {
-        let text = if s.replaying() {
+        let playing = s.status.replay.as_ref().is_some_and(|r| r.playing);
+        let text = if s.replaying() && playing {
+            wrap(
+                &[(
+                    format!(
+                        "Playing: the first round shows when the recording reaches it ({} pauses).",
+                        keys.hint(Action::TogglePause)
+                    ),
+                    t.dim,
+                )],
+                width,
+            )
+        } else if s.replaying() {
             vec![
                 Line::styled("Nothing played yet.", t.dim),
                 Line::styled(
