@@ -1,6 +1,9 @@
-//! Why `Proj` keeps a transposed copy on the CPU: the same products through the stored
-//! (out, in) weight and through the contiguous (in, out) copy, interleaved so the
-//! machine's drift hits both alike, at the bundled model's projection shapes.
+//! Which layout a projection reads its weight in, on the CPU: the same products
+//! through the stored (out, in) weight by candle's gemm, through the contiguous
+//! (in, out) copy `Proj` keeps, and through `matvec::project`, which streams the
+//! stored weight (what `Proj` uses up to `matvec::MAX_ROWS` rows), interleaved so the
+//! machine's drift hits them alike, at the bundled model's shapes and NLD-1B's. The
+//! streamed column's GB/s is the weight's bytes over its time.
 //!
 //! `cargo bench --bench projection_layout`
 #![allow(clippy::unwrap_used)] // a measuring tool run by hand: a panic is its error
@@ -9,12 +12,12 @@ use std::time::Instant;
 
 use anyhow::Result;
 use candle_core::{Device, Tensor};
-use specscope::model::proj::Proj;
+use specscope::model::matvec;
 
-fn time_us(p: &Proj, x: &Tensor, reps: usize) -> Result<f64> {
+fn time_us(f: &mut dyn FnMut() -> Result<()>, reps: usize) -> Result<f64> {
     let t = Instant::now();
     for _ in 0..reps {
-        p.forward(x)?;
+        f()?;
     }
     Ok(t.elapsed().as_secs_f64() * 1e6 / reps as f64)
 }
@@ -23,31 +26,53 @@ fn main() -> Result<()> {
     specscope::settle_thread_count(); // as `specscope` does
     let dev = Device::Cpu;
     println!(
-        "{:<22} {:>5} {:>14} {:>14} {:>8}",
-        "weight (in → out)", "rows", "stored µs", "transposed µs", "ratio"
+        "{:<24} {:>4} {:>11} {:>14} {:>11} {:>8} {:>9}",
+        "weight (in → out)", "rows", "stored µs", "transposed µs", "streamed µs", "GB/s", "best"
     );
-    // q/o, gate/up, down, head of the bundled model (hidden 256, MLP 768, vocab 2048).
     for (name, k, n) in [
-        ("q/o 256 → 256", 256, 256),
-        ("gate/up 256 → 768", 256, 768),
-        ("down 768 → 256", 768, 256),
-        ("head 256 → 2048", 256, 2048),
+        ("bundled q/o 256 → 256", 256, 256),
+        ("bundled up 256 → 768", 256, 768),
+        ("bundled head 256 → 2048", 256, 2048),
+        ("nld-1b q 2048 → 2048", 2048, 2048),
+        ("nld-1b up 2048 → 6144", 2048, 6144),
+        ("nld-1b down 6144 → 2048", 6144, 2048),
+        ("nld-1b head 2048 → 32768", 2048, 32768),
     ] {
         let w = Tensor::randn(0f32, 1.0, (n, k), &dev)?;
-        let stored = Proj::from_weight(w.clone());
-        let transposed = Proj::from_weight(w).for_inference()?;
-        for m in [1usize, 8, 16, 32, 64] {
+        let wt = w.t()?.contiguous()?;
+        let wv = w.flatten_all()?.to_vec1::<f32>()?;
+        // About 0.2 s of streaming per measurement whatever the size.
+        let reps = (50_000_000 / (n * k)).clamp(3, 2000);
+        for m in [1usize, 2, 4, 8] {
             let x = Tensor::randn(0f32, 1.0, (m, k), &dev)?;
-            let reps = 200;
-            time_us(&stored, &x, 20)?;
-            time_us(&transposed, &x, 20)?;
-            let (mut a, mut b) = (0.0, 0.0);
+            let xv = x.flatten_all()?.to_vec1::<f32>()?;
+            let mut stored = || -> Result<()> {
+                x.matmul(&w.t()?).map(|_| ())?;
+                Ok(())
+            };
+            let mut transposed = || -> Result<()> {
+                x.matmul(&wt).map(|_| ())?;
+                Ok(())
+            };
+            let mut streamed = || -> Result<()> {
+                std::hint::black_box(matvec::project(&xv, m, &wv, n, k));
+                Ok(())
+            };
+            let (mut a, mut b, mut c) = (f64::MAX, f64::MAX, f64::MAX);
             for _ in 0..5 {
-                a += time_us(&stored, &x, reps)?;
-                b += time_us(&transposed, &x, reps)?;
+                a = a.min(time_us(&mut stored, reps)?);
+                b = b.min(time_us(&mut transposed, reps)?);
+                c = c.min(time_us(&mut streamed, reps)?);
             }
-            let (a, b) = (a / 5.0, b / 5.0);
-            println!("{name:<22} {m:>5} {a:>14.1} {b:>14.1} {:>7.2}×", a / b);
+            let gbs = (n * k * 4) as f64 / (c * 1e-6) / 1e9;
+            let best = if c <= a.min(b) {
+                "streamed"
+            } else if b <= a {
+                "transposed"
+            } else {
+                "stored"
+            };
+            println!("{name:<24} {m:>4} {a:>11.1} {b:>14.1} {c:>11.1} {gbs:>8.1} {best:>9}");
         }
     }
     Ok(())

@@ -62,6 +62,11 @@ pub struct Point {
     pub min_ms: f64,
     /// What the logits statistics read into host memory per forward (all rows).
     pub host_bytes_per_forward: f64,
+    /// Bytes a forward of this shape must read from memory at least: the weights once
+    /// and each row's cached keys and values.
+    pub bytes_read: f64,
+    /// `bytes_read` over the median time: the memory bandwidth the forward attains.
+    pub gb_per_s: f64,
     /// The roofline model's ms for this shape (`--roofline`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub roofline_ms: Option<f64>,
@@ -77,6 +82,53 @@ fn prefill(model: &Model, len: usize, seed: u64) -> Result<KvCache> {
         model.forward(&RowBatch::single(row), &mut [&mut cache])?;
     }
     Ok(cache)
+}
+
+/// This machine's memory bandwidth in GB/s, measured as `profile` reports it: the best
+/// of a few parallel streaming reads of a buffer far larger than the caches (what one
+/// token's forward must do with the weights).
+pub fn memory_bandwidth() -> f64 {
+    use rayon::prelude::*;
+    const FLOATS: usize = 1 << 27; // 512 MiB
+    let buf = vec![1f32; FLOATS];
+    let mut best = 0f64;
+    for _ in 0..4 {
+        let t = Instant::now();
+        let sum: f32 = buf
+            .par_chunks(1 << 16)
+            .map(|c| {
+                let mut acc = [0f32; 8];
+                for x in c.chunks_exact(8) {
+                    for k in 0..8 {
+                        acc[k] += x[k];
+                    }
+                }
+                acc.iter().sum::<f32>()
+            })
+            .sum();
+        std::hint::black_box(sum);
+        best = best.max((FLOATS * 4) as f64 / t.elapsed().as_secs_f64() / 1e9);
+    }
+    best
+}
+
+/// Bytes a forward of `rows` rows of `tokens` tokens after `cache_len` cached ones must
+/// read at least: the weights once, each row's keys and values.
+fn bytes_read(
+    cfg: &model::Config,
+    dtype: candle_core::DType,
+    rows: usize,
+    tokens: usize,
+    cache_len: usize,
+) -> f64 {
+    let size = dtype.size_in_bytes() as f64;
+    let kv = (rows
+        * cfg.num_hidden_layers
+        * (cache_len + tokens)
+        * cfg.num_kv_heads()
+        * cfg.head_dim()
+        * 2) as f64;
+    (cfg.weights_read_per_forward() as f64 + kv) * size
 }
 
 /// Forwards of a point run before its sample is timed (the change-of-shape transient).
@@ -127,8 +179,12 @@ pub fn run(args: ProfileArgs) -> Result<()> {
         )),
         None => None,
     };
+    let bandwidth = memory_bandwidth();
     outln!(
-        "{:>6} {:>5} {:>7} {:>11} {:>11} {:>13} {:>12}{}",
+        "memory bandwidth here: {bandwidth:.1} GB/s (a parallel streaming read of 512 MiB, best of 4); a forward's GB/s counts the weights once and its rows' cached keys and values"
+    );
+    outln!(
+        "{:>6} {:>5} {:>7} {:>11} {:>11} {:>13} {:>12} {:>8} {:>7} {:>6}{}",
         "cache",
         "rows",
         "tokens",
@@ -136,6 +192,9 @@ pub fn run(args: ProfileArgs) -> Result<()> {
         "min ms",
         "ms / token",
         "KB to host",
+        "GB read",
+        "GB/s",
+        "÷ bw",
         roofline.map_or(String::new(), |(gpu, _)| format!(
             " {:>11} {:>10}",
             format!("{} ms", gpu.name),
@@ -214,18 +273,22 @@ pub fn run(args: ProfileArgs) -> Result<()> {
     let mut points = Vec::with_capacity(grid.len());
     for (((ci, rows, tokens, _), mut ms), read) in grid.into_iter().zip(times).zip(reads) {
         ms.sort_by(f64::total_cmp);
+        let bytes = bytes_read(cfg, model.dtype(), rows, tokens, args.cache[ci]);
+        let median_ms = ms[ms.len() / 2];
         let p = Point {
             cache_len: args.cache[ci],
             rows,
             tokens,
-            median_ms: ms[ms.len() / 2],
+            median_ms,
             min_ms: ms[0],
+            bytes_read: bytes,
+            gb_per_s: bytes / (median_ms / 1e3) / 1e9,
             host_bytes_per_forward: read.bytes as f64 / TIMED_FORWARDS as f64,
             roofline_ms: roofline
                 .map(|(gpu, g)| cost::roofline::forward_ms(&gpu, &g, rows, tokens, args.cache[ci])),
         };
         outln!(
-            "{:>6} {:>5} {:>7} {:>11.2} {:>11.2} {:>13.3} {:>12.1}{}",
+            "{:>6} {:>5} {:>7} {:>11.2} {:>11.2} {:>13.3} {:>12.1} {:>8.3} {:>7.1} {:>6.2}{}",
             p.cache_len,
             p.rows,
             p.tokens,
@@ -233,6 +296,9 @@ pub fn run(args: ProfileArgs) -> Result<()> {
             p.min_ms,
             p.median_ms / (rows * tokens) as f64,
             p.host_bytes_per_forward / 1024.0,
+            p.bytes_read / 1e9,
+            p.gb_per_s,
+            p.gb_per_s / bandwidth,
             p.roofline_ms.map_or(String::new(), |r| format!(
                 " {r:>11.2} {:>10.2}",
                 p.median_ms / r
@@ -247,6 +313,7 @@ pub fn run(args: ProfileArgs) -> Result<()> {
     );
     let out = serde_json::json!({
         "model": label,
+        "memory_bandwidth_gb_s": bandwidth,
         "points": points,
         "provenance": specscope::Provenance::here(),
     });

@@ -312,23 +312,28 @@ impl Model {
         })
     }
 
-    /// Ready for decoding: with `transposed`, projections also keep their CPU-friendly
-    /// transposed copy (see `proj.rs`). Training uses the model as built.
+    /// Ready for decoding: projections may stream a few rows (`matvec`); with
+    /// `transposed` they also keep their CPU-friendly transposed copy (see `proj.rs`).
+    /// Training uses the model as built.
     pub fn for_inference(mut self, transposed: bool) -> Result<Self> {
-        if !transposed {
-            return Ok(self);
-        }
+        let ready = |p: &Proj| -> Result<Proj> {
+            if transposed {
+                p.clone().for_inference()
+            } else {
+                Ok(p.clone().streaming())
+            }
+        };
         for l in &mut self.layers {
             let a = &mut l.self_attn;
             for p in [&mut a.q_proj, &mut a.k_proj, &mut a.v_proj, &mut a.o_proj] {
-                *p = p.clone().for_inference()?;
+                *p = ready(p)?;
             }
             let m = &mut l.mlp;
             for p in [&mut m.gate_proj, &mut m.up_proj, &mut m.down_proj] {
-                *p = p.clone().for_inference()?;
+                *p = ready(p)?;
             }
         }
-        self.head = self.head.clone().for_inference()?;
+        self.head = ready(&self.head)?;
         Ok(self)
     }
 

@@ -192,6 +192,17 @@ impl Config {
         v * h + self.num_hidden_layers as u128 * layer + h + head
     }
 
+    /// Weights one forward reads whole: every layer's, the norms and the head (the
+    /// embedding table is only gathered from, unless it is the tied head).
+    pub fn weights_read_per_forward(&self) -> u128 {
+        let untied_embedding = if self.tie_word_embeddings {
+            0
+        } else {
+            self.vocab_size as u128 * self.hidden_size as u128
+        };
+        self.param_count() - untied_embedding
+    }
+
     /// Applies `generation_config.json` as transformers does: its `eos_token_id` (and
     /// `bos_token_id`) replace config.json's when it has them.
     pub fn apply_generation_config(&mut self, path: &Path) -> Result<()> {

@@ -9,6 +9,7 @@ pub mod cuda;
 pub mod kernels;
 pub mod load;
 pub mod lora;
+pub mod matvec;
 pub mod ops;
 pub mod proj;
 pub mod rope;

@@ -1,11 +1,15 @@
 //! A bias-free projection y = x·Wᵀ that, for inference on the CPU, also keeps Wᵀ
 //! contiguous. The CPU gemm reads the stored (out, in) weight through a transposed
 //! view, which is slow with several query tokens, and block forwards are made of
-//! exactly such matmuls (`cargo bench --bench projection_layout` measures both). In
-//! f32 one token at a time still goes through the stored weight (see `forward`).
+//! exactly such matmuls (`cargo bench --bench projection_layout` measures them). In
+//! f32 one or two rows still read the stored weight: streamed by `matvec` where it is
+//! larger than the caches, through gemm's transposed view at one row otherwise (see
+//! `forward`).
 
 use anyhow::Result;
-use candle_core::{Device, Tensor};
+use candle_core::{DType, Device, Storage, Tensor};
+
+use super::matvec;
 use candle_nn::VarBuilder;
 
 #[derive(Debug, Clone)]
@@ -14,6 +18,9 @@ pub struct Proj {
     weight: Tensor,
     /// (in, out) contiguous, once `for_inference` made it.
     weight_t: Option<Tensor>,
+    /// Used for decoding only (`for_inference` or `streaming`): a few rows may go
+    /// through `matvec`, outside candle's graph (training needs the graph).
+    inference: bool,
 }
 
 impl Proj {
@@ -26,12 +33,21 @@ impl Proj {
         Self {
             weight,
             weight_t: None,
+            inference: false,
         }
+    }
+
+    /// For decoding without the transposed copy (a model too large to keep two): a
+    /// few rows still stream the stored weight.
+    pub fn streaming(mut self) -> Self {
+        self.inference = true;
+        self
     }
 
     /// Adds the contiguous transposed copy on the CPU (other devices' matmuls take
     /// transposed operands as they are). The copy is not updated by training.
     pub fn for_inference(mut self) -> Result<Self> {
+        self.inference = true;
         if matches!(self.weight.device(), Device::Cpu) {
             self.weight_t = Some(self.weight.t()?.contiguous()?);
         }
@@ -44,12 +60,24 @@ impl Proj {
         let in_dim = dims[dims.len() - 1];
         let rows = x.elem_count() / in_dim.max(1);
         let x2 = x.reshape((rows, in_dim))?;
-        // In f32 one token goes through the stored weight (about 15% faster at one row)
-        // and rounding never told the two apart in the lossless tests. In bf16/f16 a
-        // one-ulp difference in a product is rounded into the output and can flip an
-        // argmax: there every row count takes the same layout, so a token's product does
-        // not depend on how many rows share the forward.
-        let same_layout = self.weight.dtype() != candle_core::DType::F32;
+        // In f32 one or two rows of a large weight stream the stored weight at memory
+        // speed (`matvec`); other small row counts read it through a transposed view
+        // (about 15% faster at one row of the bundled model's), more rows the
+        // contiguous transposed copy, where a blocked gemm wins. A token's logits thus
+        // depend on how many rows its forward has; rounding never told the layouts
+        // apart in the lossless tests. In bf16/f16 a one-ulp difference in a product is
+        // rounded into the output and can flip an argmax: there every row count takes
+        // the same layout, so a token's product does not depend on how many rows share
+        // the forward.
+        if matvec::streams(rows, self.weight.elem_count()) {
+            if let Some(y) = self.streamed(&x2, rows, in_dim)? {
+                let mut out = dims.to_vec();
+                let last = out.len() - 1;
+                out[last] = y.dim(1)?;
+                return Ok(y.reshape(out)?);
+            }
+        }
+        let same_layout = self.weight.dtype() != DType::F32;
         let y = match &self.weight_t {
             Some(wt) if rows > 1 || same_layout => x2.matmul(wt)?,
             _ => x2.matmul(&self.weight.t()?)?,
@@ -58,6 +86,32 @@ impl Proj {
         let last = out.len() - 1;
         out[last] = y.dim(1)?;
         Ok(y.reshape(out)?)
+    }
+}
+
+impl Proj {
+    /// x · Wᵀ by [`matvec::project`] over the stored weight, where that applies: on the
+    /// CPU, in f32, for decoding (training keeps candle's ops, which it
+    /// differentiates). None elsewhere.
+    fn streamed(&self, x: &Tensor, rows: usize, in_dim: usize) -> Result<Option<Tensor>> {
+        let w = &self.weight;
+        if !self.inference
+            || w.dtype() != DType::F32
+            || x.dtype() != DType::F32
+            || !w.is_contiguous()
+        {
+            return Ok(None);
+        }
+        let out_dim = w.dim(0)?;
+        let (storage, layout) = w.storage_and_layout();
+        let Storage::Cpu(cpu) = &*storage else {
+            return Ok(None);
+        };
+        let start = layout.start_offset();
+        let wv = &cpu.as_slice::<f32>()?[start..start + out_dim * in_dim];
+        let xv = x.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
+        let y = matvec::project(&xv, rows, wv, out_dim, in_dim);
+        Ok(Some(Tensor::from_vec(y, (rows, out_dim), &Device::Cpu)?))
     }
 }
 
@@ -85,6 +139,27 @@ mod tests {
                     .to_scalar::<f32>()?;
                 assert!(diff < 1e-4, "{shape:?}: {diff}");
             }
+        }
+        Ok(())
+    }
+
+    /// A weight past the caches streams one and two rows through `matvec`: the same
+    /// product as the gemm's.
+    #[test]
+    fn a_large_weight_streams_a_few_rows() -> Result<()> {
+        let dev = Device::Cpu;
+        let w = Tensor::randn(0f32, 1.0, (1024, 1024), &dev)?;
+        assert!(matvec::streams(1, w.elem_count()) && !matvec::streams(3, w.elem_count()));
+        let p = Proj::from_weight(w.clone()).for_inference()?;
+        for rows in [1, 2, 3] {
+            let x = Tensor::randn(0f32, 1.0, (rows, 1024), &dev)?;
+            let want = x.matmul(&w.t()?)?;
+            let diff = (p.forward(&x)? - &want)?
+                .abs()?
+                .flatten_all()?
+                .max(0)?
+                .to_scalar::<f32>()?;
+            assert!(diff < 1e-3, "{rows} rows: {diff}");
         }
         Ok(())
     }
