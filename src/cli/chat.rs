@@ -117,7 +117,9 @@ pub struct ReplayArgs {
 
 /// `80x24` → (80, 24), within what a terminal can be.
 fn parse_size(s: &str) -> Result<(u16, u16), String> {
-    let bad = || format!("`{s}`: a size is WIDTHxHEIGHT, e.g. 80x24 (20 to 1000 each)");
+    let bad = || {
+        format!("`{s}`: a size is WIDTHxHEIGHT, e.g. 80x24 (width 20 to 1000, height 8 to 1000)")
+    };
     let (w, h) = s.split_once(['x', 'X']).ok_or_else(bad)?;
     let w: u16 = w.trim().parse().map_err(|_| bad())?;
     let h: u16 = h.trim().parse().map_err(|_| bad())?;

@@ -179,10 +179,17 @@ pub fn run(args: ProfileArgs) -> Result<()> {
         )),
         None => None,
     };
-    let bandwidth = memory_bandwidth();
-    outln!(
-        "memory bandwidth here: {bandwidth:.1} GB/s (a parallel streaming read of 512 MiB, best of 4); a forward's GB/s counts the weights once and its rows' cached keys and values"
-    );
+    // Host memory's bandwidth: what a CPU forward reads its weights at (a GPU's
+    // forward reads its own memory, which this cannot measure).
+    let bandwidth = if model.device().is_cpu() {
+        let bw = memory_bandwidth();
+        outln!(
+            "memory bandwidth here: {bw:.1} GB/s (a parallel streaming read of 512 MiB, best of 4); a forward's GB/s counts the weights once and its rows' cached keys and values"
+        );
+        Some(bw)
+    } else {
+        None
+    };
     outln!(
         "{:>6} {:>5} {:>7} {:>11} {:>11} {:>13} {:>12} {:>8} {:>7} {:>6}{}",
         "cache",
@@ -288,7 +295,7 @@ pub fn run(args: ProfileArgs) -> Result<()> {
                 .map(|(gpu, g)| cost::roofline::forward_ms(&gpu, &g, rows, tokens, args.cache[ci])),
         };
         outln!(
-            "{:>6} {:>5} {:>7} {:>11.2} {:>11.2} {:>13.3} {:>12.1} {:>8.3} {:>7.1} {:>6.2}{}",
+            "{:>6} {:>5} {:>7} {:>11.2} {:>11.2} {:>13.3} {:>12.1} {:>8.3} {:>7.1} {:>6}{}",
             p.cache_len,
             p.rows,
             p.tokens,
@@ -298,7 +305,7 @@ pub fn run(args: ProfileArgs) -> Result<()> {
             p.host_bytes_per_forward / 1024.0,
             p.bytes_read / 1e9,
             p.gb_per_s,
-            p.gb_per_s / bandwidth,
+            bandwidth.map_or("—".to_string(), |bw| format!("{:.2}", p.gb_per_s / bw)),
             p.roofline_ms.map_or(String::new(), |r| format!(
                 " {r:>11.2} {:>10.2}",
                 p.median_ms / r

@@ -88,12 +88,12 @@ fn dot_portable(a: &[f32], b: &[f32]) -> f32 {
     let (ar, br) = (ac.remainder(), bc.remainder());
     for (x, y) in ac.zip(bc) {
         for k in 0..8 {
-            acc[k] = x[k].mul_add(y[k], acc[k]);
+            acc[k] += x[k] * y[k];
         }
     }
     let mut s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
     for (x, y) in ar.iter().zip(br) {
-        s = x.mul_add(*y, s);
+        s += x * y;
     }
     s
 }

@@ -102,7 +102,11 @@ impl Proj {
         {
             return Ok(None);
         }
-        let out_dim = w.dim(0)?;
+        let (out_dim, w_in) = w.dims2()?;
+        anyhow::ensure!(
+            w_in == in_dim,
+            "projection of width {w_in} given rows of width {in_dim}"
+        );
         let (storage, layout) = w.storage_and_layout();
         let Storage::Cpu(cpu) = &*storage else {
             return Ok(None);

@@ -49,6 +49,17 @@ pub struct EditKey {
 }
 
 impl EditKey {
+    /// The key as a terminal sends it (the modifiers it is listed with).
+    pub fn event(&self) -> crossterm::event::KeyEvent {
+        use crossterm::event::KeyModifiers;
+        let mods = match self.mods {
+            Mods::Ctrl => KeyModifiers::CONTROL,
+            Mods::Alt => KeyModifiers::ALT,
+            Mods::Any => KeyModifiers::NONE,
+        };
+        crossterm::event::KeyEvent::new(self.code, mods)
+    }
+
     /// Whether a key with these modifiers is this one.
     pub fn matches(&self, code: KeyCode, ctrl: bool, alt: bool) -> bool {
         code == self.code

@@ -329,7 +329,8 @@ fn bundled_model_is_lossless() {
 
 /// A model whose head is larger than the caches streams one- and two-row forwards
 /// through `matvec` and takes gemm's layouts for more rows: AR's tokens (one row a
-/// forward) and the verifier's (a block's rows) still agree in every mode.
+/// forward) and the verifier's (a block's rows) still agree: linear, RecGuide with
+/// overlap and adaptive, alone and four at a time.
 #[test]
 fn streamed_projections_are_lossless() {
     use specscope::model::{matvec, synthetic};

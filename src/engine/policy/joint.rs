@@ -49,7 +49,7 @@ pub struct RoundChoice {
 /// forward's fixed price shared by the `n` requests, since a drafting request advances
 /// one forward later than one verifying a block it holds (with every request drafting,
 /// the round's two forwards; with one of C, a C-th of one).
-fn ride_share(cost: &CostModel, n: usize) -> f64 {
+pub(super) fn ride_share(cost: &CostModel, n: usize) -> f64 {
     cost.fixed_ms / n.max(1) as f64
 }
 

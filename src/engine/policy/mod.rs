@@ -576,6 +576,13 @@ impl BlockPolicy {
                 Rule::Round
             };
             // An AR step of the AR regime: the measured rates say why, not V − λ·T.
+            // Each option's cost as the joint choice weighed it: a drafting option
+            // riding the shared forward pays its share of one.
+            let share = if ride {
+                joint::ride_share(&cost, options.len())
+            } else {
+                0.0
+            };
             let candidates = if stepped {
                 Vec::new()
             } else {
@@ -583,7 +590,7 @@ impl BlockPolicy {
                     .map(|o| BlockCandidate {
                         block: o.block,
                         value: o.value,
-                        cost_ms: o.draft_ms + o.verify_ms,
+                        cost_ms: o.draft_ms + o.verify_ms + if o.drafts() { share } else { 0.0 },
                         rows_ms: o.rows_ms,
                     })
                     .collect()

@@ -116,11 +116,13 @@ impl Player {
             let (text, level) = if cut.is_empty() {
                 ("end of the recording".to_string(), Level::Info)
             } else {
+                let which = if cut.len() == 1 {
+                    format!("request {} has", cut[0])
+                } else {
+                    format!("requests {} have", cut.join(", "))
+                };
                 (
-                    format!(
-                        "the recording stops mid-answer: request {} has no end",
-                        cut.join(", ")
-                    ),
+                    format!("the recording stops mid-answer: {which} no end"),
                     Level::Warning,
                 )
             };
@@ -302,14 +304,15 @@ pub fn snapshot(
     update(s, Msg::Replay(player.status()));
     match rounds {
         Some(n) => {
+            let total = player.trace.events.iter().filter(|e| ends_round(e)).count();
+            anyhow::ensure!(
+                n <= total,
+                "{} holds {total} rounds; --at-round {n} is past its end",
+                player.file
+            );
+            // Paused there, as F6 leaves it (round 0 too: nothing played).
+            player.playing = false;
             for _ in 0..n {
-                if player.pos >= player.trace.events.len() {
-                    anyhow::bail!(
-                        "{} holds {} rounds; --at-round {n} is past its end",
-                        player.file,
-                        player.rounds
-                    );
-                }
                 player.step(s);
             }
         }

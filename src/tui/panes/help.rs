@@ -71,8 +71,14 @@ fn keys_page(
         .map(|(k, a, h)| (k, Some(a), h))
         .collect();
     if !replay {
-        // The input box's own keys, from the table that handles them.
-        rows.extend(EDITING.iter().map(|e| (e.key.to_string(), None, e.help)));
+        // The input box's own keys, from the table that handles them (those a keymap
+        // binds to an action act as that, listed above).
+        rows.extend(
+            EDITING
+                .iter()
+                .filter(|e| keys.action(&e.event()).is_none())
+                .map(|e| (e.key.to_string(), None, e.help)),
+        );
     }
     // Two columns only where the descriptions fit whole; else one that scrolls.
     let two = rows.len() > height && width >= 140;

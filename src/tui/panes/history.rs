@@ -28,6 +28,20 @@ pub fn speed_line(s: &State, width: usize) -> Option<(String, bool)> {
     // second page, whose first lines are the words below.
     let short = if c.ar_measured { "measured" } else { "priced" };
     let (by, dir) = direction(c.ratio);
+    if (by - 1.0).abs() < 0.005 {
+        let forms = [
+            long,
+            format!("drafting as fast as {short} AR steps (F1 →: why)"),
+            format!("drafting as fast as {short} AR (F1 →)"),
+            format!("as fast as {short} AR"),
+        ];
+        let last = forms[3].clone();
+        let text = forms
+            .into_iter()
+            .find(|f| f.width() <= width)
+            .unwrap_or(last);
+        return Some((text, pays));
+    }
     let forms = [
         long,
         format!("drafting {by:.2}× {dir} than {short} AR steps (F1 →: why)"),
@@ -70,9 +84,15 @@ pub fn speed_words(s: &State) -> Option<(String, bool)> {
     }
     let c = s.stats.speed.comparison()?;
     let how = how_measured(c.ar_measured);
-    let pays = c.ratio > 1.0;
     let (by, _) = direction(c.ratio);
-    let text = if pays {
+    // Within rounding of 1: neither faster nor slower, and so no gain.
+    let even = (by - 1.0).abs() < 0.005;
+    let pays = c.ratio > 1.0 && !even;
+    let text = if even {
+        format!(
+            "Drafting makes tokens as fast as AR steps on this machine ({how}): a forward here is compute-bound; speculation pays where it is memory-bound (a GPU, a large model)."
+        )
+    } else if pays {
         format!(
             "Drafting makes tokens {by:.2}× faster than AR steps on this machine ({how}): speculation pays here."
         )

@@ -1,8 +1,8 @@
 //! What the keys do to the state (and ask of the app).
 
 use super::{
-    messages_of, Effect, Level, RequestInfo, Role, State, Topic, BLOCK_STEPS, LIVE_PACES_MS,
-    REPLAY_PACES,
+    messages_of, Effect, HelpPage, Level, RequestInfo, Role, State, Topic, BLOCK_STEPS,
+    LIVE_PACES_MS, REPLAY_PACES,
 };
 use crate::engine::options::Blocks;
 use crate::engine::Mode;
@@ -126,6 +126,9 @@ pub(super) fn on_action(s: &mut State, a: Action) -> Vec<Effect> {
         Action::Help => {
             s.help = !s.help;
             s.help_scroll = 0;
+            // Always the first page: "F1 →" and "F1 ←" on the screen name the pages
+            // from there.
+            s.help_page = HelpPage::Keys;
         }
         // Like every key that writes, they say so in a replay instead of doing nothing.
         Action::HistoryPrev if !read_only(s) => s.chat.input.history_prev(),

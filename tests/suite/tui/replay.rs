@@ -153,3 +153,63 @@ fn replay_help_lists_only_keys_that_act_in_a_replay() {
         }
     }
 }
+
+/// A recording cut off mid-answer (a killed session) says so when it has played to
+/// its end: a warning naming the request with no end, `cut off` on the status line
+/// instead of `answering`; while it plays, the round pane says it is playing.
+#[test]
+fn a_cut_off_recording_says_so_at_its_end() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo.jsonl");
+    let mut trace = read_trace(&path).unwrap();
+    // Up to the middle of the second request's answer.
+    let asked: Vec<usize> = (0..trace.events.len())
+        .filter(|&i| {
+            matches!(
+                trace.events[i].event,
+                TraceEvent::Session(SessionEvent::UserMessage { .. })
+            )
+        })
+        .collect();
+    let second = asked[1];
+    trace.events.truncate(second + 40);
+    let mut s = State::new("demo (replay)", "cpu", opts());
+    let mut player = Player::new(trace, "cut.jsonl".into());
+    update(&mut s, Msg::Replay(player.status()));
+    let all = screen_text(&draw(&s, &Theme::dark(), 100, 30));
+    assert!(all.contains("Playing: the first round shows"), "{all}");
+    player.advance(&mut s, f64::INFINITY);
+    update(&mut s, Msg::Replay(player.status()));
+    let said = notice(&s);
+    assert!(
+        said.contains("the recording stops mid-answer: request") && said.contains("has no end"),
+        "{said}"
+    );
+    let all = screen_text(&draw(&s, &Theme::dark(), 120, 30));
+    let status = all.lines().last().unwrap_or_default();
+    assert!(
+        status.contains("cut off") && !status.contains("answering"),
+        "{status}"
+    );
+    // A whole recording ends as before.
+    let mut s = demo_played();
+    let mut player = Player::new(read_trace(&path).unwrap(), "demo".into());
+    player.advance(&mut s, f64::INFINITY);
+    assert!(
+        notice(&s).starts_with("end of the recording"),
+        "{}",
+        notice(&s)
+    );
+}
+
+/// F1 opens the help on its first page whatever page it was closed on: the
+/// screen's "F1 →" and "F1 ←" count from there.
+#[test]
+fn help_opens_on_its_first_page() {
+    let mut s = demo_played();
+    update(&mut s, Msg::Action(Action::Help));
+    update(&mut s, Msg::HelpPage(1));
+    assert_eq!(s.help_page, specscope::tui::state::HelpPage::Legend);
+    update(&mut s, Msg::Action(Action::Help));
+    update(&mut s, Msg::Action(Action::Help));
+    assert_eq!(s.help_page, specscope::tui::state::HelpPage::Keys);
+}
