@@ -61,26 +61,24 @@ impl Proj {
         let rows = x.elem_count() / in_dim.max(1);
         let x2 = x.reshape((rows, in_dim))?;
         // In f32 one or two rows of a large weight stream the stored weight at memory
-        // speed (`matvec`); other small row counts read it through a transposed view
-        // (about 15% faster at one row of the bundled model's), more rows the
+        // speed (`matvec`); one row of a small weight reads it through gemm's
+        // transposed view (about 15% faster at the bundled model's shapes), more rows the
         // contiguous transposed copy, where a blocked gemm wins. A token's logits thus
         // depend on how many rows its forward has; rounding never told the layouts
         // apart in the lossless tests. In bf16/f16 a one-ulp difference in a product is
         // rounded into the output and can flip an argmax: there every row count takes
         // the same layout, so a token's product does not depend on how many rows share
         // the forward.
-        if matvec::streams(rows, self.weight.elem_count()) {
-            if let Some(y) = self.streamed(&x2, rows, in_dim)? {
-                let mut out = dims.to_vec();
-                let last = out.len() - 1;
-                out[last] = y.dim(1)?;
-                return Ok(y.reshape(out)?);
-            }
-        }
+        let streamed = if matvec::streams(rows, self.weight.elem_count()) {
+            self.streamed(&x2, rows, in_dim)?
+        } else {
+            None
+        };
         let same_layout = self.weight.dtype() != DType::F32;
-        let y = match &self.weight_t {
-            Some(wt) if rows > 1 || same_layout => x2.matmul(wt)?,
-            _ => x2.matmul(&self.weight.t()?)?,
+        let y = match (streamed, &self.weight_t) {
+            (Some(y), _) => y,
+            (None, Some(wt)) if rows > 1 || same_layout => x2.matmul(wt)?,
+            (None, _) => x2.matmul(&self.weight.t()?)?,
         };
         let mut out = dims.to_vec();
         let last = out.len() - 1;

@@ -124,6 +124,13 @@ impl Tmux {
 }
 
 impl Tmux {
+    /// Types `prompt`, sends it and waits for the answer to start.
+    fn ask(&self, prompt: &str) {
+        self.literal(prompt);
+        self.keys(&["Enter"]);
+        self.wait("the answer to start", |s| s.contains("answering"));
+    }
+
     fn wait_exit(&self) -> String {
         self.wait_for("specscope to quit", exited, true)
     }
@@ -143,6 +150,12 @@ fn exited(screen: &str) -> bool {
             .is_some_and(|code| code.starts_with(|c: char| c.is_ascii_digit()))
     })
 }
+
+/// The first prompts a newcomer types.
+const NEWCOMER_PROMPTS: [&str; 2] = [
+    "What is 12 plus 7?",
+    "Write a python function that reverses a list.",
+];
 
 /// The round number in the round pane's title (`round N · request R`).
 fn round_no(screen: &str) -> Option<usize> {
@@ -199,13 +212,8 @@ fn chat_streams_pauses_steps_and_quits_cleanly_in_tmux() {
     // First prompts a newcomer types; sample the round pane while they are answered.
     let (mut drafts, mut ar_steps, mut branch_rows) = (0, 0, 0);
     let mut rounds_seen = std::collections::BTreeSet::new();
-    for prompt in [
-        "What is 12 plus 7?",
-        "Write a python function that reverses a list.",
-    ] {
-        t.literal(prompt);
-        t.keys(&["Enter"]);
-        t.wait("the answer to start", |s| s.contains("answering"));
+    for prompt in NEWCOMER_PROMPTS {
+        t.ask(prompt);
         let start = Instant::now();
         loop {
             let s = t.screen();
@@ -352,19 +360,14 @@ fn f9_never_overwrites_or_cuts_a_recording() {
         cfg.path(),
         &format!("--record {} --max-new-tokens 40", file.display()),
     );
-    let ask = |prompt: &str| {
-        t.literal(prompt);
-        t.keys(&["Enter"]);
-        t.wait("the answer to start", |s| s.contains("answering"));
-    };
     let idle = || t.wait("the answer to end", |s| s.contains("idle"));
-    ask("What is 12 plus 7?");
+    t.ask("What is 12 plus 7?");
     idle();
     t.keys(&["F9"]);
     t.wait("the first recording saved", |s| {
         s.contains("recording saved")
     });
-    ask("What is 3 plus 4?");
+    t.ask("What is 3 plus 4?");
     idle();
     t.keys(&["F9"]);
     let s = t.wait("a second recording", |s| s.contains("rec-2.jsonl"));
@@ -372,7 +375,7 @@ fn f9_never_overwrites_or_cuts_a_recording() {
         s.contains("exists"),
         "the notice says why the name changed:\n{s}"
     );
-    ask("List three colours.");
+    t.ask("List three colours.");
     t.keys(&["F9"]);
     t.wait("the stop to wait for the answer", |s| {
         s.contains("recording stops when")
@@ -465,13 +468,8 @@ fn branch_rows_show_in_live_frames_at_80x24_and_120x40() {
         t.wait("a faster pace", |s| s.contains("slow 300ms"));
         let mut frames: Vec<((usize, usize), bool)> = Vec::new();
         let mut missing: Vec<((usize, usize), String)> = Vec::new();
-        for prompt in [
-            "What is 12 plus 7?",
-            "Write a python function that reverses a list.",
-        ] {
-            t.literal(prompt);
-            t.keys(&["Enter"]);
-            t.wait("the answer to start", |s| s.contains("answering"));
+        for prompt in NEWCOMER_PROMPTS {
+            t.ask(prompt);
             let start = Instant::now();
             loop {
                 let s = t.screen();

@@ -28,32 +28,25 @@ pub fn speed_line(s: &State, width: usize) -> Option<(String, bool)> {
     // second page, whose first lines are the words below.
     let short = if c.ar_measured { "measured" } else { "priced" };
     let (by, dir) = direction(c.ratio);
-    if (by - 1.0).abs() < 0.005 {
-        let forms = [
+    // The longest form that fits, else the shortest.
+    let forms = if (by - 1.0).abs() < 0.005 {
+        vec![
             long,
             format!("drafting as fast as {short} AR steps (F1 →: why)"),
             format!("drafting as fast as {short} AR (F1 →)"),
             format!("as fast as {short} AR"),
-        ];
-        let last = forms[3].clone();
-        let text = forms
-            .into_iter()
-            .find(|f| f.width() <= width)
-            .unwrap_or(last);
-        return Some((text, pays));
-    }
-    let forms = [
-        long,
-        format!("drafting {by:.2}× {dir} than {short} AR steps (F1 →: why)"),
-        format!("drafting {by:.2}× {dir}, {short} AR (F1 →)"),
-        format!("drafting {by:.2}× {dir}, {short} AR"),
-        format!("{by:.1}× {dir}, {short} AR"),
-    ];
-    let last = forms[4].clone();
-    let text = forms
-        .into_iter()
-        .find(|f| f.width() <= width)
-        .unwrap_or(last);
+        ]
+    } else {
+        vec![
+            long,
+            format!("drafting {by:.2}× {dir} than {short} AR steps (F1 →: why)"),
+            format!("drafting {by:.2}× {dir}, {short} AR (F1 →)"),
+            format!("drafting {by:.2}× {dir}, {short} AR"),
+            format!("{by:.1}× {dir}, {short} AR"),
+        ]
+    };
+    let fits = forms.iter().position(|f| f.width() <= width);
+    let text = forms[fits.unwrap_or(forms.len() - 1)].clone();
     Some((text, pays))
 }
 
