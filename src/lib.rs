@@ -5,6 +5,7 @@
 
 pub mod bench;
 pub mod engine;
+pub mod files;
 pub mod model;
 pub mod output;
 pub mod plot;

@@ -50,11 +50,6 @@ pub enum Config {
     Diffusion,
 }
 
-/// Version of `bench --json`'s layout (a field added keeps it; one renamed or removed
-/// moves it, and so does one `plot` needs). `plot` reads this version only.
-/// 2: each result carries its configuration's `options` and `batching`.
-pub const FORMAT_VERSION: u32 = 2;
-
 /// A named decoding configuration.
 #[derive(Debug, Clone, Serialize)]
 pub struct BenchConfig {

@@ -213,21 +213,21 @@ fn write_json(
     tables: &str,
     prompts: usize,
 ) -> Result<()> {
-    let out = serde_json::json!({
-        "format": "specscope-bench",
-        "format_version": specscope::bench::sweep::FORMAT_VERSION,
-        "model": loaded.files.label,
-        "acceptance": loaded.acceptance(),
-        "prompts": prompts,
-        "requests_per_slot": a.requests_per_slot,
-        "max_new_tokens": a.max_new_tokens,
-        "repeats": a.repeats,
-        "cost_profile": pricing.cost,
-        "cost_profile_fixed": !pricing.learn,
-        "survival_tables": tables,
-        "provenance": specscope::Provenance::here(),
-        "results": results,
-    });
+    let out = specscope::files::BenchDoc {
+        format: specscope::files::BenchDoc::FORMAT.to_string(),
+        format_version: Some(specscope::files::BENCH_VERSION),
+        model: loaded.files.label.clone(),
+        acceptance: loaded.acceptance().to_string(),
+        prompts,
+        requests_per_slot: a.requests_per_slot,
+        max_new_tokens: a.max_new_tokens,
+        repeats: a.repeats,
+        cost_profile: Some(pricing.cost.clone()),
+        cost_profile_fixed: !pricing.learn,
+        survival_tables: tables.to_string(),
+        provenance: Some(specscope::Provenance::here()),
+        results: results.to_vec(),
+    };
     specscope::output::write_whole(path, &serde_json::to_string_pretty(&out)?)?;
     Ok(())
 }

@@ -33,10 +33,6 @@ pub struct EvalArgs {
     pub force: bool,
 }
 
-/// Version of `eval --json`'s layout (a field added keeps it; one renamed or removed
-/// moves it).
-pub const EVAL_FORMAT_VERSION: u32 = 1;
-
 #[allow(clippy::too_many_lines)] // the eval report's sections in print order
 pub fn run(a: EvalArgs) -> Result<()> {
     let families = ["math", "code", "qa", "first"];
@@ -155,7 +151,7 @@ pub fn run(a: EvalArgs) -> Result<()> {
         // The report's fields, after a format name and version readers can check.
         let mut out = serde_json::json!({
             "format": "specscope-eval",
-            "format_version": EVAL_FORMAT_VERSION,
+            "format_version": specscope::files::EVAL_VERSION,
         });
         if let (Some(o), serde_json::Value::Object(r)) =
             (out.as_object_mut(), serde_json::to_value(&rep)?)

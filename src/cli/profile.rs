@@ -4,9 +4,9 @@ use std::time::Instant;
 
 use anyhow::{ensure, Context, Result};
 use clap::Args;
-use serde::Serialize;
 
 use specscope::engine::{cost, signals};
+use specscope::files::MeasuredPoint;
 use specscope::model::synthetic::{self, Rng, Spec};
 use specscope::model::{self, AttnRule, KvCache, LogitSel, Model, Row, RowBatch};
 
@@ -50,26 +50,6 @@ pub struct ProfileArgs {
     /// price it at.
     #[arg(long, value_parser = ["b200", "h200", "h100"], num_args = 0..=1, default_missing_value = "b200")]
     pub roofline: Option<String>,
-}
-
-/// One measured point.
-#[derive(Debug, Clone, Serialize)]
-pub struct Point {
-    pub cache_len: usize,
-    pub rows: usize,
-    pub tokens: usize,
-    pub median_ms: f64,
-    pub min_ms: f64,
-    /// What the logits statistics read into host memory per forward (all rows).
-    pub host_bytes_per_forward: f64,
-    /// Bytes a forward of this shape must read from memory at least: the weights once
-    /// and each row's cached keys and values.
-    pub bytes_read: f64,
-    /// `bytes_read` over the median time: the memory bandwidth the forward attains.
-    pub gb_per_s: f64,
-    /// The roofline model's ms for this shape (`--roofline`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub roofline_ms: Option<f64>,
 }
 
 fn prefill(model: &Model, len: usize, seed: u64) -> Result<KvCache> {
@@ -282,12 +262,14 @@ pub fn run(args: ProfileArgs) -> Result<()> {
         ms.sort_by(f64::total_cmp);
         let bytes = bytes_read(cfg, model.dtype(), rows, tokens, args.cache[ci]);
         let median_ms = ms[ms.len() / 2];
-        let p = Point {
-            cache_len: args.cache[ci],
-            rows,
-            tokens,
-            median_ms,
-            min_ms: ms[0],
+        let p = MeasuredPoint {
+            point: cost::ProfilePoint {
+                cache_len: args.cache[ci],
+                rows,
+                tokens,
+                median_ms,
+                min_ms: ms[0],
+            },
             bytes_read: bytes,
             gb_per_s: bytes / (median_ms / 1e3) / 1e9,
             host_bytes_per_forward: read.bytes as f64 / TIMED_FORWARDS as f64,
@@ -296,19 +278,19 @@ pub fn run(args: ProfileArgs) -> Result<()> {
         };
         outln!(
             "{:>6} {:>5} {:>7} {:>11.2} {:>11.2} {:>13.3} {:>12.1} {:>8.3} {:>7.1} {:>6}{}",
-            p.cache_len,
-            p.rows,
-            p.tokens,
-            p.median_ms,
-            p.min_ms,
-            p.median_ms / (rows * tokens) as f64,
+            args.cache[ci],
+            rows,
+            tokens,
+            median_ms,
+            ms[0],
+            median_ms / (rows * tokens) as f64,
             p.host_bytes_per_forward / 1024.0,
             p.bytes_read / 1e9,
             p.gb_per_s,
             bandwidth.map_or("—".to_string(), |bw| format!("{:.2}", p.gb_per_s / bw)),
             p.roofline_ms.map_or(String::new(), |r| format!(
                 " {r:>11.2} {:>10.2}",
-                p.median_ms / r
+                median_ms / r
             ))
         );
         points.push(p);
@@ -318,12 +300,12 @@ pub fn run(args: ProfileArgs) -> Result<()> {
         signals::path(model.device()),
         specscope::model::kernels::describe()
     );
-    let out = serde_json::json!({
-        "model": label,
-        "memory_bandwidth_gb_s": bandwidth,
-        "points": points,
-        "provenance": specscope::Provenance::here(),
-    });
+    let out = specscope::files::ProfileDoc {
+        model: label.clone(),
+        memory_bandwidth_gb_s: bandwidth,
+        points,
+        provenance: Some(specscope::Provenance::here()),
+    };
     let mut targets: Vec<std::path::PathBuf> = args.json.iter().cloned().collect();
     if args.save {
         let p = cost::default_path().context("no configuration directory for this user")?;
@@ -337,7 +319,7 @@ pub fn run(args: ProfileArgs) -> Result<()> {
         specscope::output::write_whole(&path, &serde_json::to_string_pretty(&out)?)?;
         eprintln!("wrote {}", path.display());
     }
-    let (fitted, notes) = cost::CostModel::fit_noting(&serde_json::from_value(out)?, &label)
+    let (fitted, notes) = cost::CostModel::fit_noting(&out.profile(), &label)
         .context("the points above were measured, but a cost model cannot be fitted to them")?;
     for n in notes {
         eprintln!("note: {n}");

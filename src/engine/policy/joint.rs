@@ -7,7 +7,9 @@
 //! the price of one verify row while others draft, and the whole round skips its
 //! draft forward only when no request gains enough from drafting. Where fresh drafts
 //! ride the shared forward (`Batching::Packed`) there is no draft forward to skip: a
-//! drafting request is charged a C-th of a forward, the step it waits for its verdict.
+//! drafting request is charged a C-th of a forward, the step it waits for its verdict,
+//! and the policy prices a request holding a block as drafting too, so that each
+//! request costs a whole draft → verify cycle (`BlockPolicy::choose_jointly`).
 
 use super::overdue;
 use crate::engine::cost::CostModel;

@@ -443,12 +443,13 @@ impl BlockPolicy {
         if let Some(len) = m.reused {
             // A reused block cost no draft forward: verify it rather than drop it for
             // an AR step. In lockstep the adaptive rule may shorten it; where drafts
-            // ride, its verify tokens are all it costs, and it is verified whole.
+            // ride, verifying it whole costs this round only its verify tokens, so it
+            // is verified whole.
             if self.rides {
                 return (len, Some(BlockDecision::plain(Rule::Reused)));
             }
             let want = match o.adaptive_blocks() {
-                Some(set) => self.ratio_rule(m, set, concurrency).0,
+                Some(set) => self.learned_ratio_rule(m, set, concurrency).0,
                 None => o.fixed_block().unwrap_or(len),
             };
             let b = if want == 1 { len } else { len.min(want) };
@@ -458,7 +459,7 @@ impl BlockPolicy {
             Blocks::Fixed(1) if o.mode == super::events::Mode::Ar => (1, None),
             Blocks::Fixed(b) => (b, Some(BlockDecision::plain(Rule::Fixed))),
             Blocks::Adaptive(set) => {
-                let (b, why) = self.ratio_rule(m, &set, concurrency);
+                let (b, why) = self.learned_ratio_rule(m, &set, concurrency);
                 (b, Some(why))
             }
         }
@@ -472,7 +473,7 @@ impl BlockPolicy {
     /// several 8-token ones, as on a CPU, the first round is not spent on a block the
     /// costs do not justify. Sizes the tables cannot value are left out; when none is
     /// left, the smallest requested size is taken (`untabled`).
-    pub fn ratio_rule(
+    pub fn learned_ratio_rule(
         &self,
         m: &Member,
         blocks: &[usize],
@@ -510,7 +511,15 @@ impl BlockPolicy {
         for (i, m) in members.iter().enumerate() {
             if slot[i].is_none() {
                 let (b, _) = self.per_request(m, concurrency);
-                let drafts = b > 1 && !m.holds();
+                // Where drafts ride, every member is priced for a whole draft → verify
+                // cycle, holding a block this round or not: its rows' expected saving
+                // (`rows_ms`) already credits the draft a hit spares, so leaving out
+                // the draft a held block spared now counts that saving twice and
+                // overrates the round's tokens per ms, which favoured small blocks
+                // (issue 52). In lockstep a holder still sits out the round's draft
+                // forward, which the joint choice's skip path weighs; the ablation
+                // keeps its pricing.
+                let drafts = b > 1 && (self.rides || !m.holds());
                 options.push(vec![self.option(
                     m,
                     b.min(m.room.max(1)),
@@ -625,7 +634,8 @@ impl Learned<'_> {
     };
 }
 
-/// The ratio rule (see [`BlockPolicy::ratio_rule`]).
+/// The ratio rule on plain data (see [`BlockPolicy::learned_ratio_rule`], which
+/// applies it with what the run has learned).
 pub fn ratio_rule(
     history: &History,
     tables: &SurvivalTables,

@@ -253,13 +253,13 @@ fn blocks_are_clipped_to_the_context() {
 }
 
 #[test]
-fn one_clock_drives_regime_trials_and_exploration() {
+fn the_policys_clock_is_the_rounds_it_was_told_of() {
+    // Regime trials and exploration read `clock_ms`, never the wall clock: a replay
+    // or a profile's prices give the same decisions at any speed.
     let mut p = BlockPolicy::new(SurvivalTables::marginal_reference(), steep());
     p.end_round(1, 3, 12.5);
     p.end_round(1, 3, 7.5);
     assert_eq!(p.clock_ms, 20.0);
-    assert_eq!(overdue(100.0, 3.0), 1.0);
-    let _ = (REFERENCE_BLOCKS, THROUGHPUT_BLOCKS);
 }
 
 #[test]
@@ -662,7 +662,7 @@ fn a_measured_profile_prices_each_load_by_its_tangent() {
         ..member(&o, &h)
     };
     for &(c, paper) in roofline::PAPER_B200_8B {
-        let (_, why) = p.ratio_rule(&m, &REFERENCE_BLOCKS, c);
+        let (_, why) = p.learned_ratio_rule(&m, &REFERENCE_BLOCKS, c);
         let tangent = cost.at_load(c);
         for (cand, want) in why.candidates.iter().zip(paper) {
             let ms = tangent.round_ms(c, cand.block, m.ctx);
@@ -672,4 +672,48 @@ fn a_measured_profile_prices_each_load_by_its_tangent() {
         let round: Vec<Member> = (0..c).map(|_| m.clone()).collect();
         assert_eq!(p.decide(&round, Batching::Packed).len(), c);
     }
+}
+
+#[test]
+fn where_drafts_ride_a_holder_is_priced_as_a_drafter() {
+    // A member verifying a block it holds paid no draft this round, but its rows are
+    // credited with the draft a hit spares next round. Charged nothing for a draft
+    // now, the round's rate would count that saving twice (on average over a
+    // request's rounds a hit spares one draft, not two) and overrate tokens per ms,
+    // which pushed the joint choice to small blocks (issue 52: B = 8 in 88% of rounds
+    // at C = 16, below fixed B = 16). So the rate the open member is judged by is
+    // the same whether the other member drafts this round or holds its block.
+    let mut p = BlockPolicy::new(SurvivalTables::marginal_reference(), b200());
+    let o = DecodeOptions::default();
+    let fixed = DecodeOptions {
+        blocks: Blocks::Fixed(16),
+        ..DecodeOptions::default()
+    };
+    let (h, g) = (history(0.5, 16, 9), history(0.5, 16, 16));
+    let mut holder = member(&fixed, &g);
+    holder.reused = Some(16);
+    let rate = |p: &mut BlockPolicy, other: Member| {
+        let d = p.decide(&[member(&o, &h), other], Batching::Packed);
+        d[0].1.as_ref().and_then(|w| w.rate).unwrap()
+    };
+    let drafting = rate(&mut p, member(&fixed, &g));
+    let holding = rate(&mut p, holder);
+    assert!((drafting - holding).abs() < 1e-9, "{drafting} {holding}");
+    // At C = 16, fifteen holders or fifteen drafters: the open member chooses the same
+    // block at the same rate (charged nothing, the holders made the round look twice
+    // as productive per ms, and λ · T outweighed what a larger block adds).
+    let choice = |others_hold: bool| {
+        let mut p = BlockPolicy::new(SurvivalTables::marginal_reference(), b200());
+        let mut round = vec![member(&o, &h)];
+        for _ in 0..15 {
+            let mut m = member(&fixed, &g);
+            m.reused = others_hold.then_some(16);
+            round.push(m);
+        }
+        let d = p.decide(&round, Batching::Packed);
+        (d[0].0, d[0].1.as_ref().and_then(|w| w.rate).unwrap())
+    };
+    let (held, drafted) = (choice(true), choice(false));
+    assert_eq!(held.0, drafted.0, "{held:?} {drafted:?}");
+    assert!((held.1 - drafted.1).abs() < 1e-9, "{held:?} {drafted:?}");
 }
