@@ -93,7 +93,8 @@ pub const ANNEAL_WARMUP: usize = 20;
 
 /// Peak learning rate of the restyle phase, as a share of `lr`: about the floor the
 /// annealing phase ends at (a tenth), as it only rewords answers the model already
-/// gives; a re-warm to a sixth moved the margin less (`docs/decisions.md`).
+/// gives; a re-warm to a sixth moved the margin less (docs/results.md, the restyle
+/// phase, run 1).
 pub const RESTYLE_PEAK: f64 = 1.0 / 9.0;
 
 /// First step of the annealing and of the restyle phase.
