@@ -194,7 +194,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
             path,
             &a,
             &loaded,
-            &results,
+            results,
             &pricing,
             &tables.source,
             prompts.len(),
@@ -208,7 +208,7 @@ fn write_json(
     path: &std::path::Path,
     a: &BenchArgs,
     loaded: &super::Loaded,
-    results: &[BenchResult],
+    results: Vec<BenchResult>,
     pricing: &specscope::engine::cost::Pricing,
     tables: &str,
     prompts: usize,
@@ -226,7 +226,7 @@ fn write_json(
         cost_profile_fixed: !pricing.learn,
         survival_tables: tables.to_string(),
         provenance: Some(specscope::Provenance::here()),
-        results: results.to_vec(),
+        results,
     };
     specscope::output::write_whole(path, &serde_json::to_string_pretty(&out)?)?;
     Ok(())
