@@ -43,7 +43,7 @@ fn main() -> Result<()> {
         let wv = w.flatten_all()?.to_vec1::<f32>()?;
         // About 0.2 s of streaming per measurement whatever the size.
         let reps = (50_000_000 / (n * k)).clamp(3, 2000);
-        for m in [1usize, 2, 4, 8] {
+        for m in [1usize, 2, 4, 8, 16] {
             let x = Tensor::randn(0f32, 1.0, (m, k), &dev)?;
             let xv = x.flatten_all()?.to_vec1::<f32>()?;
             let mut stored = || -> Result<()> {

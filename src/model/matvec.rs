@@ -5,16 +5,81 @@
 //! it is bound by memory bandwidth, and what matters is streaming the weights
 //! without a detour. A general gemm reads the stored weight through a transposed
 //! view or needs a transposed copy (`Proj`); here each output is a dot product of two
-//! contiguous rows, the weight row is read from memory once for all the rows of x (it
-//! stays in L1 for the next x row), and the output columns are split across the
-//! cores. Each output is computed by the same code whatever the number of rows, so a
-//! row's product does not depend on the rows sharing its forward.
+//! contiguous rows, each weight row comes from memory once (later rows of x find it
+//! in cache), and the output columns are split across the cores. Each output is
+//! computed by the same code whatever the number of rows, so a row's product does not
+//! depend on the rows sharing its forward.
+//!
+//! bf16 and f16 weights are read as stored (half the bytes) and widened to f32 in
+//! registers, exactly: the sums are f32, in the same order as for an f32 weight of the
+//! same values, for every number of rows.
 
+use half::{bf16, f16};
 use rayon::prelude::*;
 
-/// Rows of x up to which [`project`] is used: past two rows a blocked gemm does as
-/// well or better (`cargo bench --bench projection_layout` measures both).
-pub const MAX_ROWS: usize = 2;
+/// A stored (out, in) weight, row-major, in the dtype it is kept in.
+#[derive(Debug, Clone, Copy)]
+pub enum Weights<'a> {
+    F32(&'a [f32]),
+    Bf16(&'a [bf16]),
+    F16(&'a [f16]),
+}
+
+impl Weights<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Self::F32(w) => w.len(),
+            Self::Bf16(w) => w.len(),
+            Self::F16(w) => w.len(),
+        }
+    }
+
+    /// Each x · row `o` (of width n), summed exactly as [`dot`] sums an f32 row of
+    /// the same values: widening bf16/f16 is exact, and the order of the sums is the
+    /// same for every R. `buf` holds a widened row where no vector kernel widens it in
+    /// registers.
+    fn dot_rows<const R: usize>(
+        &self,
+        xs: [&[f32]; R],
+        o: usize,
+        n: usize,
+        buf: &mut Vec<f32>,
+    ) -> [f32; R] {
+        let span = o * n..(o + 1) * n;
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::is_x86_feature_detected as has;
+            if has!("avx2") && has!("fma") {
+                // SAFETY: the CPU has AVX2 and FMA (checked above), F16C for f16 (below).
+                match self {
+                    Self::F32(w) => return unsafe { dot_avx2(xs, &w[span]) },
+                    Self::Bf16(w) => return unsafe { dot_bf16_avx2(xs, &w[span]) },
+                    Self::F16(w) if has!("f16c") => return unsafe { dot_f16_avx2(xs, &w[span]) },
+                    Self::F16(_) => {}
+                }
+            }
+        }
+        let wide: &[f32] = match self {
+            Self::F32(w) => &w[span],
+            Self::Bf16(w) => {
+                buf.clear();
+                buf.extend(w[span].iter().map(|b| b.to_f32()));
+                buf
+            }
+            Self::F16(w) => {
+                buf.clear();
+                buf.extend(w[span].iter().map(|h| h.to_f32()));
+                buf
+            }
+        };
+        xs.map(|x| dot_portable(x, wide))
+    }
+}
+
+/// Rows of x up to which [`project`] is used for an f32 weight: NLD-1B's weights
+/// stream faster than gemm up to 4 rows and about as fast at 8 (an 8-token forward 345
+/// → 313 ms), slower at 16 (`cargo bench --bench projection_layout`, docs/results.md).
+pub const MAX_ROWS: usize = 8;
 
 /// Weights from which [`project`] is used (4 MiB in f32, past the caches): a smaller
 /// weight is read from cache, where the product's arithmetic, not memory, sets the
@@ -35,16 +100,41 @@ const TASK_WEIGHTS: usize = 1 << 16;
 /// # Panics
 /// Where the slices are shorter than the dimensions say (a caller's bug).
 pub fn project(x: &[f32], rows: usize, w: &[f32], out_dim: usize, in_dim: usize) -> Vec<f32> {
+    project_stored(x, rows, Weights::F32(w), out_dim, in_dim)
+}
+
+/// [`project`] for a weight in any of the [`Weights`] dtypes, accumulating in f32.
+///
+/// # Panics
+/// Where the slices are shorter than the dimensions say (a caller's bug).
+pub fn project_stored(
+    x: &[f32],
+    rows: usize,
+    w: Weights,
+    out_dim: usize,
+    in_dim: usize,
+) -> Vec<f32> {
     assert!(x.len() >= rows * in_dim && w.len() >= out_dim * in_dim);
     // (out, rows): one output column's rows together, so a task owns a contiguous run.
     let mut yt = vec![0f32; out_dim * rows];
     let per_task = (TASK_WEIGHTS / in_dim.max(1)).max(1);
+    let x_row = |r: usize| &x[r * in_dim..(r + 1) * in_dim];
     let fill = |(t, chunk): (usize, &mut [f32])| {
-        for (k, out) in chunk.chunks_mut(rows.max(1)).enumerate() {
-            let o = t * per_task + k;
-            let wrow = &w[o * in_dim..(o + 1) * in_dim];
-            for (r, y) in out.iter_mut().enumerate() {
-                *y = dot(&x[r * in_dim..(r + 1) * in_dim], wrow);
+        let mut buf = Vec::new();
+        let outs = chunk.len() / rows.max(1);
+        // Rows of x two at a time against the task's weight rows: each weight load
+        // serves both, and the pair stays in L1 while the weight rows come from L2.
+        // (Four at a time spill AVX2's 16 registers: slower at 32 tokens.)
+        for r in (0..rows).step_by(2) {
+            for k in 0..outs {
+                let o = t * per_task + k;
+                if r + 1 < rows {
+                    let [a, b] = w.dot_rows([x_row(r), x_row(r + 1)], o, in_dim, &mut buf);
+                    chunk[k * rows + r] = a;
+                    chunk[k * rows + r + 1] = b;
+                } else {
+                    chunk[k * rows + r] = w.dot_rows([x_row(r)], o, in_dim, &mut buf)[0];
+                }
             }
         }
     };
@@ -74,7 +164,7 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
         if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
         {
             // SAFETY: the CPU has AVX2 and FMA (checked above).
-            return unsafe { dot_avx2(a, b) };
+            return unsafe { dot_avx2([a], b)[0] };
         }
     }
     dot_portable(a, b)
@@ -98,43 +188,79 @@ fn dot_portable(a: &[f32], b: &[f32]) -> f32 {
     s
 }
 
-/// Four 8-lane accumulators (32 products a step: enough loads in flight to keep
-/// memory busy), reduced in a fixed order.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
-    use std::arch::x86_64::{
-        _mm256_add_ps, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_setzero_ps, _mm256_storeu_ps,
-    };
-    let n = a.len().min(b.len());
-    let (pa, pb) = (a.as_ptr(), b.as_ptr());
-    let mut acc = [_mm256_setzero_ps(); 4];
-    let mut i = 0;
-    while i + 32 <= n {
-        for (k, acc) in acc.iter_mut().enumerate() {
-            // SAFETY: i + 8k + 8 ≤ n, within both slices.
-            let (va, vb) = unsafe {
-                (
-                    _mm256_loadu_ps(pa.add(i + 8 * k)),
-                    _mm256_loadu_ps(pb.add(i + 8 * k)),
-                )
+/// How far ahead of its loads a dot product asks for the weight: NLD-1B one-token
+/// forwards were fastest from 4 KiB on (tried 256 B to 16 KiB, bf16 and f32).
+const PREFETCH_BYTES: usize = 4096;
+
+/// `$name(xs, b)`: each x · b for f32 x and b stored as `$t`, each 8 of b widened to
+/// f32 by `$load` once for all the xs. Each product sums in four 8-lane accumulators
+/// (32 products a step: enough loads in flight to keep memory busy), reduced in a
+/// fixed order: one order for every `$t` and every number of xs.
+macro_rules! dot_kernel {
+    ($name:ident, $t:ty, $features:literal, $load:expr) => {
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = $features)]
+        unsafe fn $name<const R: usize>(xs: [&[f32]; R], b: &[$t]) -> [f32; R] {
+            use std::arch::x86_64::{
+                _mm256_add_ps, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_setzero_ps,
+                _mm256_storeu_ps, _mm_prefetch, _MM_HINT_T0,
             };
-            *acc = _mm256_fmadd_ps(va, vb, *acc);
+            const AHEAD: usize = PREFETCH_BYTES / std::mem::size_of::<$t>();
+            let n = xs.iter().fold(b.len(), |n, x| n.min(x.len()));
+            let pb = b.as_ptr();
+            let mut acc = [[_mm256_setzero_ps(); 4]; R];
+            let mut i = 0;
+            while i + 32 <= n {
+                // The weight is read once, from memory, and the hardware's prefetch
+                // alone falls behind (bf16 one token at NLD-1B: 130 → 87 ms).
+                _mm_prefetch::<_MM_HINT_T0>(pb.wrapping_add(i + AHEAD).cast::<i8>());
+                for k in 0..4 {
+                    // SAFETY: i + 8k + 8 ≤ n, within b and every x; `$load` reads 8.
+                    let vb = unsafe { $load(pb.add(i + 8 * k)) };
+                    for (x, acc) in xs.iter().zip(acc.iter_mut()) {
+                        // SAFETY: as above.
+                        let va = unsafe { _mm256_loadu_ps(x.as_ptr().add(i + 8 * k)) };
+                        acc[k] = _mm256_fmadd_ps(va, vb, acc[k]);
+                    }
+                }
+                i += 32;
+            }
+            let mut out = [0f32; R];
+            for ((x, acc), out) in xs.iter().zip(&acc).zip(out.iter_mut()) {
+                let s = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+                let mut lanes = [0f32; 8];
+                // SAFETY: lanes holds 8 floats.
+                unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), s) };
+                let mut total = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3]))
+                    + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+                for j in i..n {
+                    total = x[j].mul_add(f32::from(b[j]), total);
+                }
+                *out = total;
+            }
+            out
         }
-        i += 32;
-    }
-    let s = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
-    let mut lanes = [0f32; 8];
-    // SAFETY: lanes holds 8 floats.
-    unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), s) };
-    let mut total = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3]))
-        + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
-    while i < n {
-        total = a[i].mul_add(b[i], total);
-        i += 1;
-    }
-    total
+    };
 }
+
+// Each load is expanded inside the kernel's unsafe block, on 8 readable values.
+dot_kernel!(dot_avx2, f32, "avx2,fma", |p: *const f32| {
+    std::arch::x86_64::_mm256_loadu_ps(p)
+});
+
+// bf16 is the top half of an f32: widening is a shift.
+dot_kernel!(dot_bf16_avx2, bf16, "avx2,fma", |p: *const bf16| {
+    use std::arch::x86_64::{
+        __m128i, _mm256_castsi256_ps, _mm256_cvtepu16_epi32, _mm256_slli_epi32, _mm_loadu_si128,
+    };
+    let h = _mm_loadu_si128(p.cast::<__m128i>());
+    _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(h)))
+});
+
+dot_kernel!(dot_f16_avx2, f16, "avx2,fma,f16c", |p: *const f16| {
+    use std::arch::x86_64::{__m128i, _mm256_cvtph_ps, _mm_loadu_si128};
+    _mm256_cvtph_ps(_mm_loadu_si128(p.cast::<__m128i>()))
+});
 
 #[cfg(test)]
 mod tests {
@@ -180,6 +306,32 @@ mod tests {
             for r in 0..4 {
                 let alone = project(&x[r * inn..(r + 1) * inn], 1, &w, out, inn);
                 assert_eq!(alone, all[r * out..(r + 1) * out], "{out}x{inn} row {r}");
+            }
+        }
+    }
+
+    #[test]
+    fn half_weights_sum_as_their_f32_values_do_at_every_row_count() {
+        for (out, inn) in [(5, 9), (300, 2048)] {
+            let wide = data(out * inn, 5);
+            let x = data(3 * inn, 6);
+            let b: Vec<bf16> = wide.iter().map(|v| bf16::from_f32(*v)).collect();
+            let h: Vec<f16> = wide.iter().map(|v| f16::from_f32(*v)).collect();
+            let cases = [
+                (
+                    Weights::Bf16(&b),
+                    b.iter().map(|v| v.to_f32()).collect::<Vec<_>>(),
+                ),
+                (Weights::F16(&h), h.iter().map(|v| v.to_f32()).collect()),
+            ];
+            for (w, as_f32) in cases {
+                let all = project_stored(&x, 3, w, out, inn);
+                // Read as stored, the sums are those of the same values stored as f32.
+                assert_eq!(all, project(&x, 3, &as_f32, out, inn), "{w:?}");
+                for r in 0..3 {
+                    let alone = project_stored(&x[r * inn..(r + 1) * inn], 1, w, out, inn);
+                    assert_eq!(alone, all[r * out..(r + 1) * out], "{out}x{inn} row {r}");
+                }
             }
         }
     }

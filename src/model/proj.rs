@@ -2,9 +2,9 @@
 //! contiguous. The CPU gemm reads the stored (out, in) weight through a transposed
 //! view, which is slow with several query tokens, and block forwards are made of
 //! exactly such matmuls (`cargo bench --bench projection_layout` measures them). In
-//! f32 one or two rows still read the stored weight: streamed by `matvec` where it is
-//! larger than the caches, through gemm's transposed view at one row otherwise (see
-//! `forward`).
+//! f32 a few rows still read the stored weight: streamed by `matvec` where it is
+//! larger than the caches, through gemm's transposed view at one row otherwise. bf16
+//! and f16 weights go through `matvec` at every row count (see `forward`).
 
 use anyhow::Result;
 use candle_core::{DType, Device, Storage, Tensor};
@@ -60,24 +60,26 @@ impl Proj {
         let in_dim = dims[dims.len() - 1];
         let rows = x.elem_count() / in_dim.max(1);
         let x2 = x.reshape((rows, in_dim))?;
-        // In f32 one or two rows of a large weight stream the stored weight at memory
-        // speed (`matvec`); one row of a small weight reads it through gemm's
-        // transposed view (about 15% faster at the bundled model's shapes), more rows the
-        // contiguous transposed copy, where a blocked gemm wins. A token's logits thus
-        // depend on how many rows its forward has; rounding never told the layouts
-        // apart in the lossless tests. In bf16/f16 a one-ulp difference in a product is
-        // rounded into the output and can flip an argmax: there every row count takes
-        // the same layout, so a token's product does not depend on how many rows share
-        // the forward.
-        let streamed = if matvec::streams(rows, self.weight.elem_count()) {
+        // In f32 up to `matvec::MAX_ROWS` rows of a large weight stream the stored
+        // weight at memory speed (`matvec`); one row of a small weight reads it through
+        // gemm's transposed view (about 15% faster at the bundled model's shapes), more
+        // rows the contiguous transposed copy, where a blocked gemm wins. A token's
+        // logits thus depend on how many rows its forward has; rounding never told the
+        // layouts apart in the lossless tests. In bf16/f16 a one-ulp difference in a
+        // product is rounded into the output and can flip an argmax: there every row
+        // count takes one code, `matvec` when decoding on the CPU (the weight read as
+        // stored, summed in f32: one order per output) and candle's matmul of the
+        // stored layout otherwise, so a token's product does not depend on how many
+        // rows share the forward.
+        let half = self.weight.dtype() != DType::F32;
+        let streamed = if half || matvec::streams(rows, self.weight.elem_count()) {
             self.streamed(&x2, rows, in_dim)?
         } else {
             None
         };
-        let same_layout = self.weight.dtype() != DType::F32;
         let y = match (streamed, &self.weight_t) {
             (Some(y), _) => y,
-            (None, Some(wt)) if rows > 1 || same_layout => x2.matmul(wt)?,
+            (None, Some(wt)) if rows > 1 || half => x2.matmul(wt)?,
             (None, _) => x2.matmul(&self.weight.t()?)?,
         };
         let mut out = dims.to_vec();
@@ -88,16 +90,13 @@ impl Proj {
 }
 
 impl Proj {
-    /// x · Wᵀ by [`matvec::project`] over the stored weight, where that applies: on the
-    /// CPU, in f32, for decoding (training keeps candle's ops, which it
-    /// differentiates). None elsewhere.
+    /// x · Wᵀ by [`matvec::project_stored`] over the stored weight, where that applies:
+    /// on the CPU, for decoding (training keeps candle's ops, which it
+    /// differentiates), with x in the weight's dtype. None elsewhere. The result is
+    /// in x's dtype, summed in f32.
     fn streamed(&self, x: &Tensor, rows: usize, in_dim: usize) -> Result<Option<Tensor>> {
         let w = &self.weight;
-        if !self.inference
-            || w.dtype() != DType::F32
-            || x.dtype() != DType::F32
-            || !w.is_contiguous()
-        {
+        if !self.inference || x.dtype() != w.dtype() || !w.is_contiguous() {
             return Ok(None);
         }
         let (out_dim, w_in) = w.dims2()?;
@@ -109,11 +108,18 @@ impl Proj {
         let Storage::Cpu(cpu) = &*storage else {
             return Ok(None);
         };
-        let start = layout.start_offset();
-        let wv = &cpu.as_slice::<f32>()?[start..start + out_dim * in_dim];
-        let xv = x.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
-        let y = matvec::project(&xv, rows, wv, out_dim, in_dim);
-        Ok(Some(Tensor::from_vec(y, (rows, out_dim), &Device::Cpu)?))
+        let span = layout.start_offset()..layout.start_offset() + out_dim * in_dim;
+        let wv = match w.dtype() {
+            DType::F32 => matvec::Weights::F32(&cpu.as_slice::<f32>()?[span]),
+            DType::BF16 => matvec::Weights::Bf16(&cpu.as_slice::<half::bf16>()?[span]),
+            DType::F16 => matvec::Weights::F16(&cpu.as_slice::<half::f16>()?[span]),
+            _ => return Ok(None),
+        };
+        // Widening bf16/f16 to f32 is exact.
+        let xv = x.flatten_all()?.to_dtype(DType::F32)?.to_vec1::<f32>()?;
+        let y = matvec::project_stored(&xv, rows, wv, out_dim, in_dim);
+        let y = Tensor::from_vec(y, (rows, out_dim), &Device::Cpu)?;
+        Ok(Some(y.to_dtype(x.dtype())?))
     }
 }
 
@@ -145,15 +151,52 @@ mod tests {
         Ok(())
     }
 
-    /// A weight past the caches streams one and two rows through `matvec`: the same
-    /// product as the gemm's.
+    /// bf16/f16 weights take `matvec` at every row count when decoding: a row's output
+    /// is the same bits alone as among others, and near the f32 product.
+    #[test]
+    fn a_half_weight_gives_a_row_the_same_bits_whatever_shares_its_forward() -> Result<()> {
+        let dev = Device::Cpu;
+        let w32 = Tensor::randn(0f32, 1.0, (96, 64), &dev)?;
+        let x32 = Tensor::randn(0f32, 1.0, (5, 64), &dev)?;
+        for dtype in [DType::BF16, DType::F16] {
+            let p = Proj::from_weight(w32.to_dtype(dtype)?).streaming();
+            let x = x32.to_dtype(dtype)?;
+            let all = p.forward(&x)?;
+            assert_eq!(all.dtype(), dtype);
+            let all = all.to_dtype(DType::F32)?.to_vec2::<f32>()?;
+            for (r, want) in all.iter().enumerate() {
+                let alone = p.forward(&x.narrow(0, r, 1)?)?.to_dtype(DType::F32)?;
+                assert_eq!(&alone.to_vec2::<f32>()?[0], want, "{dtype:?} row {r}");
+            }
+            let exact = x
+                .to_dtype(DType::F32)?
+                .matmul(&p.weight.to_dtype(DType::F32)?.t()?)?;
+            for (got, want) in all
+                .iter()
+                .flatten()
+                .zip(exact.flatten_all()?.to_vec1::<f32>()?)
+            {
+                assert!(
+                    (got - want).abs() <= 0.02 * (1.0 + want.abs()),
+                    "{dtype:?} {got} {want}"
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// A weight past the caches streams up to `MAX_ROWS` rows through `matvec`: the
+    /// same product as the gemm's.
     #[test]
     fn a_large_weight_streams_a_few_rows() -> Result<()> {
         let dev = Device::Cpu;
         let w = Tensor::randn(0f32, 1.0, (1024, 1024), &dev)?;
-        assert!(matvec::streams(1, w.elem_count()) && !matvec::streams(3, w.elem_count()));
+        let most = matvec::MAX_ROWS;
+        assert!(
+            matvec::streams(most, w.elem_count()) && !matvec::streams(most + 1, w.elem_count())
+        );
         let p = Proj::from_weight(w.clone()).for_inference()?;
-        for rows in [1, 2, 3] {
+        for rows in [1, 2, 3, most, most + 1] {
             let x = Tensor::randn(0f32, 1.0, (rows, 1024), &dev)?;
             let want = x.matmul(&w.t()?)?;
             let diff = (p.forward(&x)? - &want)?

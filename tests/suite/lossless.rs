@@ -327,8 +327,8 @@ fn bundled_model_is_lossless() {
     }
 }
 
-/// A model whose head is larger than the caches streams one- and two-row forwards
-/// through `matvec` and takes gemm's layouts for more rows: AR's tokens (one row a
+/// A model whose head is larger than the caches streams forwards of up to
+/// `matvec::MAX_ROWS` rows through `matvec` and takes gemm's layouts for more rows: AR's tokens (one row a
 /// forward) and the verifier's (a block's rows) still agree: linear, RecGuide with
 /// overlap and adaptive, alone and four at a time.
 #[test]
@@ -339,8 +339,8 @@ fn streamed_projections_are_lossless() {
     let cfg = model.config();
     assert!(
         matvec::streams(1, cfg.vocab_size * cfg.hidden_size)
-            && !matvec::streams(4, cfg.vocab_size * cfg.hidden_size),
-        "the head streams one row and not four: the test would compare nothing"
+            && !matvec::streams(matvec::MAX_ROWS + 1, cfg.vocab_size * cfg.hidden_size),
+        "the head streams one row and not a block of four rows' forwards: the test would compare nothing"
     );
     let mut rng = synthetic::Rng::new(5);
     let prompts: Vec<Vec<u32>> = (0..6)
