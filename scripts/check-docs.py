@@ -21,7 +21,7 @@ command prints (`--update-captures` rewrites them from the binary), so no captur
 the docs is pasted by hand or left behind by a change to the screen.
 
 Exit status 1 when a command that ran failed or a capture differs. About ten minutes on 2 cores
-(it writes 8 GB of synthetic NLD-1B checkpoints and profiles them); `.ci/run`
+(it writes 6 GB of synthetic NLD-1B checkpoints and profiles them); `.ci/run`
 runs it with the debug binary the tests built.
 """
 

@@ -161,7 +161,7 @@ pub fn load(files: &ModelFiles, device: &Device, opts: LoadOptions) -> Result<(M
     let vb = VarBuilder::from_backend(Box::new(shards), opts.dtype, device.clone());
     // The CPU's transposed projection copies double projection memory: worth it for
     // the small f32 models a CPU runs fast, not for ones whose weights alone fill
-    // memory, nor in bf16/f16, which is chosen on a CPU to save memory.
+    // memory, nor in bf16/f16, whose projections stream the stored weight (`matvec`).
     let transposed =
         device.is_cpu() && opts.dtype == DType::F32 && report.weight_bytes <= TRANSPOSE_BUDGET;
     let mut model = Model::new(&cfg, vb)

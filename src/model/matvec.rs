@@ -35,8 +35,8 @@ impl Weights<'_> {
     }
 
     /// Each x · row `o` (of width n), summed exactly as [`dot`] sums an f32 row of
-    /// the same values: widening bf16/f16 is exact, and the order of the sums is the
-    /// same for every R. `buf` holds a widened row where no vector kernel widens it in
+    /// the same values (for f16, where the CPU has F16C): widening bf16/f16 is exact,
+    /// and the order of the sums is the same for every R. `buf` holds a widened row where no vector kernel widens it in
     /// registers.
     fn dot_rows<const R: usize>(
         &self,
@@ -123,7 +123,7 @@ pub fn project_stored(
         let mut buf = Vec::new();
         let outs = chunk.len() / rows.max(1);
         // Rows of x two at a time against the task's weight rows: each weight load
-        // serves both, and the pair stays in L1 while the weight rows come from L2.
+        // serves both, and later pairs find the task's weight rows in cache.
         // (Four at a time spill AVX2's 16 registers: slower at 32 tokens.)
         for r in (0..rows).step_by(2) {
             for k in 0..outs {
@@ -312,7 +312,8 @@ mod tests {
 
     #[test]
     fn half_weights_sum_as_their_f32_values_do_at_every_row_count() {
-        for (out, inn) in [(5, 9), (300, 2048)] {
+        // Widths with and without a tail after the 32-wide steps.
+        for (out, inn) in [(5, 9), (7, 1000), (300, 2048)] {
             let wide = data(out * inn, 5);
             let x = data(3 * inn, 6);
             let b: Vec<bf16> = wide.iter().map(|v| bf16::from_f32(*v)).collect();

@@ -4,7 +4,8 @@
 //! exactly such matmuls (`cargo bench --bench projection_layout` measures them). In
 //! f32 a few rows still read the stored weight: streamed by `matvec` where it is
 //! larger than the caches, through gemm's transposed view at one row otherwise. bf16
-//! and f16 weights go through `matvec` at every row count (see `forward`).
+//! and f16 weights go through `matvec` at every row count when decoding on the CPU
+//! (see `forward`).
 
 use anyhow::Result;
 use candle_core::{DType, Device, Storage, Tensor};
@@ -68,8 +69,8 @@ impl Proj {
         // layouts apart in the lossless tests. In bf16/f16 a one-ulp difference in a
         // product is rounded into the output and can flip an argmax: there every row
         // count takes one code, `matvec` when decoding on the CPU (the weight read as
-        // stored, summed in f32: one order per output) and candle's matmul of the
-        // stored layout otherwise, so a token's product does not depend on how many
+        // stored, summed in f32: one order per output) and candle's matmul otherwise,
+        // so a token's product does not depend on how many
         // rows share the forward.
         let half = self.weight.dtype() != DType::F32;
         let streamed = if half || matvec::streams(rows, self.weight.elem_count()) {

@@ -328,9 +328,10 @@ fn bundled_model_is_lossless() {
 }
 
 /// A model whose head is larger than the caches streams forwards of up to
-/// `matvec::MAX_ROWS` rows through `matvec` and takes gemm's layouts for more rows: AR's tokens (one row a
-/// forward) and the verifier's (a block's rows) still agree: linear, RecGuide with
-/// overlap and adaptive, alone and four at a time.
+/// `matvec::MAX_ROWS` rows through `matvec` and takes gemm's layouts for more rows:
+/// AR's tokens (one row a forward) and the verifier's (a block's rows: past
+/// `MAX_ROWS` at B = 16, or four requests at a time) still agree: linear, RecGuide
+/// with overlap and adaptive, alone and four at a time.
 #[test]
 fn streamed_projections_are_lossless() {
     use specscope::model::{matvec, synthetic};
@@ -340,7 +341,7 @@ fn streamed_projections_are_lossless() {
     assert!(
         matvec::streams(1, cfg.vocab_size * cfg.hidden_size)
             && !matvec::streams(matvec::MAX_ROWS + 1, cfg.vocab_size * cfg.hidden_size),
-        "the head streams one row and not a block of four rows' forwards: the test would compare nothing"
+        "the head streams one row and not MAX_ROWS + 1: the test would compare nothing"
     );
     let mut rng = synthetic::Rng::new(5);
     let prompts: Vec<Vec<u32>> = (0..6)
@@ -352,7 +353,7 @@ fn streamed_projections_are_lossless() {
         .collect();
     let want = reference(&model, &prompts);
     for (name, o) in [
-        ("linear B=8", opts(Mode::Linear, 8, false, false)),
+        ("linear B=16", opts(Mode::Linear, 16, false, false)),
         ("recguide B=8 overlap", opts(Mode::Recguide, 8, true, false)),
         ("adaptive", opts(Mode::Recguide, 8, true, true)),
     ] {
