@@ -34,30 +34,43 @@ impl Weights<'_> {
         }
     }
 
+    /// Whether this CPU has the vector kernel for these weights; asked once a
+    /// projection, not once a product.
+    fn vectorised(&self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::is_x86_feature_detected as has;
+            has!("avx2") && has!("fma") && (!matches!(self, Self::F16(_)) || has!("f16c"))
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        false
+    }
+
     /// Each x · row `o` (of width n), summed exactly as [`dot`] sums an f32 row of
     /// the same values (for f16, where the CPU has F16C): widening bf16/f16 is exact,
-    /// and the order of the sums is the same for every R. `buf` holds a widened row where no vector kernel widens it in
-    /// registers.
+    /// and the order of the sums is the same for every R. `vector` is
+    /// [`Self::vectorised`]; without it `buf` holds the widened row.
     fn dot_rows<const R: usize>(
         &self,
         xs: [&[f32]; R],
         o: usize,
         n: usize,
+        vector: bool,
         buf: &mut Vec<f32>,
     ) -> [f32; R] {
         let span = o * n..(o + 1) * n;
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = vector; // no vector kernels here
         #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::is_x86_feature_detected as has;
-            if has!("avx2") && has!("fma") {
-                // SAFETY: the CPU has AVX2 and FMA (checked above), F16C for f16 (below).
+        if vector {
+            // SAFETY: `vector` says the CPU has AVX2 and FMA, and F16C for f16.
+            return unsafe {
                 match self {
-                    Self::F32(w) => return unsafe { dot_avx2(xs, &w[span]) },
-                    Self::Bf16(w) => return unsafe { dot_bf16_avx2(xs, &w[span]) },
-                    Self::F16(w) if has!("f16c") => return unsafe { dot_f16_avx2(xs, &w[span]) },
-                    Self::F16(_) => {}
+                    Self::F32(w) => dot_avx2(xs, &w[span]),
+                    Self::Bf16(w) => dot_bf16_avx2(xs, &w[span]),
+                    Self::F16(w) => dot_f16_avx2(xs, &w[span]),
                 }
-            }
+            };
         }
         let wide: &[f32] = match self {
             Self::F32(w) => &w[span],
@@ -119,6 +132,7 @@ pub fn project_stored(
     let mut yt = vec![0f32; out_dim * rows];
     let per_task = (TASK_WEIGHTS / in_dim.max(1)).max(1);
     let x_row = |r: usize| &x[r * in_dim..(r + 1) * in_dim];
+    let vector = w.vectorised();
     let fill = |(t, chunk): (usize, &mut [f32])| {
         let mut buf = Vec::new();
         let outs = chunk.len() / rows.max(1);
@@ -129,11 +143,11 @@ pub fn project_stored(
             for k in 0..outs {
                 let o = t * per_task + k;
                 if r + 1 < rows {
-                    let [a, b] = w.dot_rows([x_row(r), x_row(r + 1)], o, in_dim, &mut buf);
+                    let [a, b] = w.dot_rows([x_row(r), x_row(r + 1)], o, in_dim, vector, &mut buf);
                     chunk[k * rows + r] = a;
                     chunk[k * rows + r + 1] = b;
                 } else {
-                    chunk[k * rows + r] = w.dot_rows([x_row(r)], o, in_dim, &mut buf)[0];
+                    chunk[k * rows + r] = w.dot_rows([x_row(r)], o, in_dim, vector, &mut buf)[0];
                 }
             }
         }
@@ -159,15 +173,8 @@ pub fn project_stored(
 
 /// a · b, in one fixed order for a given length on a given machine.
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-        {
-            // SAFETY: the CPU has AVX2 and FMA (checked above).
-            return unsafe { dot_avx2([a], b)[0] };
-        }
-    }
-    dot_portable(a, b)
+    let w = Weights::F32(b);
+    w.dot_rows([a], 0, b.len(), w.vectorised(), &mut Vec::new())[0]
 }
 
 /// Eight independent sums (the compiler vectorises them), added in a fixed order.
@@ -212,7 +219,8 @@ macro_rules! dot_kernel {
             let mut i = 0;
             while i + 32 <= n {
                 // The weight is read once, from memory, and the hardware's prefetch
-                // alone falls behind (bf16 one token at NLD-1B: 130 → 87 ms).
+                // alone falls behind (bf16 one-token NLD-1B forwards at 0.6 of the
+                // bandwidth without this).
                 _mm_prefetch::<_MM_HINT_T0>(pb.wrapping_add(i + AHEAD).cast::<i8>());
                 for k in 0..4 {
                     // SAFETY: i + 8k + 8 ≤ n, within b and every x; `$load` reads 8.

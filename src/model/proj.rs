@@ -70,8 +70,7 @@ impl Proj {
         // product is rounded into the output and can flip an argmax: there every row
         // count takes one code, `matvec` when decoding on the CPU (the weight read as
         // stored, summed in f32: one order per output) and candle's matmul otherwise,
-        // so a token's product does not depend on how many
-        // rows share the forward.
+        // so a token's product does not depend on how many rows share the forward.
         let half = self.weight.dtype() != DType::F32;
         let streamed = if half || matvec::streams(rows, self.weight.elem_count()) {
             self.streamed(&x2, rows, in_dim)?
