@@ -23,11 +23,12 @@ pub mod worker;
 
 pub use ar::{generate_ar, Generation};
 pub use backbone::{Backbone, SharedBackbone};
+pub use cost::{Clock, Pricing};
 pub use events::{
     DecodeEvent, EventSink, Mode, NullSink, RequestStats, StopReason, Tally, VecSink,
 };
 pub use options::{Batching, Blocks, DecodeOptions, Preset};
-pub use scheduler::{Clock, Finished, Scheduler, Submit};
+pub use scheduler::{Finished, Scheduler, Submit};
 pub use worker::{EngineCommand, EngineHandle, Timed};
 
 /// Why a prompt cannot be decoded.

@@ -7,7 +7,7 @@ use crate::common::fixture_prompts;
 use specscope::engine::events::{Rule, Tally};
 use specscope::engine::{
     Blocks, Clock, DecodeEvent, DecodeOptions, EngineCommand, EngineHandle, EventSink, Mode,
-    NullSink, Preset, Scheduler, StopReason, Submit, VecSink,
+    NullSink, Preset, Pricing, Scheduler, StopReason, Submit, VecSink,
 };
 use specscope::trace::{Summary, TraceEvent};
 
@@ -48,6 +48,16 @@ fn run_all_into(
     let mut f = sched.take_finished();
     f.sort_by_key(|f| f.id);
     f
+}
+
+/// The built-in CPU profile, refitted from the run's forwards where `learn`, on the
+/// priced clock: which rules run does not hang on this machine's load.
+fn priced_clock(learn: bool) -> Pricing {
+    Pricing {
+        learn,
+        clock: Clock::Priced,
+        ..Pricing::builtin()
+    }
 }
 
 /// Every block choice of a run: request, block size, rule.
@@ -407,9 +417,7 @@ fn the_throughput_policy_runs_every_rule_and_stays_lossless() {
     );
     for learn in [true, false] {
         // Priced time: which rules run does not hang on this machine's load.
-        let mut sched = Scheduler::new(model.clone(), None)
-            .with_cost_learning(learn)
-            .with_clock(Clock::Priced);
+        let mut sched = Scheduler::new(model.clone(), None).with_pricing(priced_clock(learn));
         let mut sink = VecSink::default();
         let done = run_all_into(&mut sched, &prompts, &o, &mut sink);
         for (d, l) in done.iter().zip(&linear) {
@@ -456,7 +464,7 @@ fn the_priced_clock_makes_the_policy_repeatable() {
         ..Preset::Throughput.options()
     };
     let choices = || {
-        let mut sched = Scheduler::new(model.clone(), None).with_clock(Clock::Priced);
+        let mut sched = Scheduler::new(model.clone(), None).with_pricing(priced_clock(true));
         let mut sink = VecSink::default();
         run_all_into(&mut sched, &prompts, &o, &mut sink);
         block_choices(&sink.events)

@@ -76,8 +76,7 @@ fn cpu_like() -> CostModel {
 fn scheduler(model: &Model, batching: Batching, cost: CostModel) -> Scheduler {
     Scheduler::new(model.clone(), None)
         .with_batching(batching)
-        .with_cost(cost)
-        .with_cost_learning(false)
+        .with_pricing(specscope::engine::Pricing::fixed(cost))
 }
 
 /// `decode` on a given scheduler; `after_step` sees it after every round.

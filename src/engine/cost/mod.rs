@@ -352,12 +352,27 @@ impl ForwardShape {
     }
 }
 
-/// The prices decisions start from, and whether the run's own forwards may refit them.
+/// What the block policy times rounds and forwards by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Clock {
+    /// This machine's wall clock (the policy measures the machine it runs on).
+    #[default]
+    Wall,
+    /// The profile's prices: the same prompts make the same choices on any machine
+    /// under any load (tests of which rules run).
+    Priced,
+}
+
+/// The prices decisions start from, whether the run's own forwards may refit them, and
+/// the clock the policy reads: everything about prices, set once.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Pricing {
     pub cost: CostModel,
     /// Refit online from this run's forwards.
     pub learn: bool,
+    /// A fixed profile's prices are its clock too (the measured regime and exploration
+    /// included): only the machine at hand's profile learns from the wall clock.
+    pub clock: Clock,
     /// What prices the decisions, in a few words for the screen: "B200 · NLD-8B
     /// (modeled)", "this CPU (measured)".
     pub label: String,
@@ -443,11 +458,32 @@ impl Pricing {
             }
         };
         Ok(Self {
+            warning,
+            ..Self::new(cost, learn, label)
+        })
+    }
+
+    /// `cost`, refitted online when `learn`, on the clock that goes with it.
+    pub fn new(cost: CostModel, learn: bool, label: impl Into<String>) -> Self {
+        Self {
             cost,
             learn,
-            label,
-            warning,
-        })
+            clock: if learn { Clock::Wall } else { Clock::Priced },
+            label: label.into(),
+            warning: None,
+        }
+    }
+
+    /// The built-in CPU profile, refitted online on the wall clock (a scheduler's
+    /// pricing until it is given another).
+    pub fn builtin() -> Self {
+        Self::new(CostModel::builtin(), true, "this CPU (built in)")
+    }
+
+    /// `cost` as it is, on its own clock.
+    pub fn fixed(cost: CostModel) -> Self {
+        let label = cost.source.clone();
+        Self::new(cost, false, label)
     }
 
     /// The source, and whether the run refits it.

@@ -9,7 +9,7 @@
 //! ride the shared forward (`Batching::Packed`) there is no draft forward to skip: a
 //! drafting request is charged a C-th of a forward, the step it waits for its verdict,
 //! and the policy prices a request holding a block as drafting too, so that each
-//! request costs a whole draft → verify cycle (`BlockPolicy::choose_jointly`).
+//! request costs a whole draft → verify cycle (`strategy`).
 
 use super::overdue;
 use crate::engine::cost::CostModel;

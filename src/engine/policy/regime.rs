@@ -81,6 +81,15 @@ impl Measure {
     }
 }
 
+/// A packed round's regime, and where the chooser's trial stands once it runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RegimeTurn {
+    pub regime: Regime,
+    /// The regime is on trial (the other one measured faster, or nothing yet).
+    pub trial: bool,
+    trial_left: usize,
+}
+
 /// Chooses the regime of each packed round and learns from what the rounds delivered.
 #[derive(Debug, Clone)]
 pub struct RegimeChooser {
@@ -112,47 +121,64 @@ fn bucket(concurrency: usize) -> usize {
 }
 
 impl RegimeChooser {
-    /// The regime of the next round at `concurrency`, at time `clock_ms` of the run.
-    pub fn next(&mut self, concurrency: usize, clock_ms: f64) -> Regime {
-        let m = *self.measures.entry(bucket(concurrency)).or_default();
-        let want = if self.trial_left > 0 {
-            self.trial_left -= 1;
-            self.current
-        } else {
-            self.trial = false;
-            // A concurrency not measured yet keeps the regime running (drafting at the
-            // start: RecGuide's own rule goes first); one measured regime is the one
-            // that has run, and the other is due for a trial.
-            let best = match (m[0].rate(), m[1].rate()) {
-                (Some(d), Some(a)) => {
-                    if d > a * (1.0 + DRAFT_MARGIN) {
-                        Regime::Draft
-                    } else {
-                        Regime::Ar
-                    }
-                }
-                (Some(_), None) => Regime::Draft,
-                (None, Some(_)) => Regime::Ar,
-                (None, None) => self.current,
+    /// The regime of the next round at `concurrency`, at time `clock_ms` of the run
+    /// (the chooser moves to it when the round is `begin`-ed).
+    pub fn next(&self, concurrency: usize, clock_ms: f64) -> RegimeTurn {
+        if self.trial_left > 0 {
+            return RegimeTurn {
+                regime: self.current,
+                trial: self.trial,
+                trial_left: self.trial_left - 1,
             };
-            let other = best.other();
-            let o = m[other.index()];
-            let own = m[best.index()].rounds >= FIRST_TRIAL_AFTER;
-            let due = o.rate().is_none()
-                || overdue(clock_ms - o.last_ran, SPAN as f64 * o.round_ms()) >= 1.0;
-            if own && due {
-                self.trial = true;
-                self.trial_left = SPAN - 1;
-                other
-            } else {
-                best
+        }
+        let m = self
+            .measures
+            .get(&bucket(concurrency))
+            .copied()
+            .unwrap_or_default();
+        // A concurrency not measured yet keeps the regime running (drafting at the
+        // start: RecGuide's own rule goes first); one measured regime is the one that
+        // has run, and the other is due for a trial.
+        let best = match (m[0].rate(), m[1].rate()) {
+            (Some(d), Some(a)) => {
+                if d > a * (1.0 + DRAFT_MARGIN) {
+                    Regime::Draft
+                } else {
+                    Regime::Ar
+                }
             }
+            (Some(_), None) => Regime::Draft,
+            (None, Some(_)) => Regime::Ar,
+            (None, None) => self.current,
         };
-        if want != self.current {
-            self.current = want;
+        let other = best.other();
+        let o = m[other.index()];
+        let own = m[best.index()].rounds >= FIRST_TRIAL_AFTER;
+        let due =
+            o.rate().is_none() || overdue(clock_ms - o.last_ran, SPAN as f64 * o.round_ms()) >= 1.0;
+        if own && due {
+            RegimeTurn {
+                regime: other,
+                trial: true,
+                trial_left: SPAN - 1,
+            }
+        } else {
+            RegimeTurn {
+                regime: best,
+                trial: false,
+                trial_left: 0,
+            }
+        }
+    }
+
+    /// A round runs in the regime `next` chose.
+    pub fn begin(&mut self, turn: RegimeTurn) {
+        self.trial = turn.trial;
+        self.trial_left = turn.trial_left;
+        if turn.regime != self.current {
+            self.current = turn.regime;
             self.since_change = 0;
         }
-        want
     }
 
     /// What a round at `concurrency` in `regime` delivered: `tokens` committed in `ms`,
@@ -178,11 +204,6 @@ impl RegimeChooser {
         r.rounds = DECAY * r.rounds + 1.0;
     }
 
-    /// Whether the regime `next` returned is on trial.
-    pub fn in_trial(&self) -> bool {
-        self.trial
-    }
-
     /// Measured tokens per ms of each regime at `concurrency`.
     pub fn rates(&self, concurrency: usize) -> RegimeRates {
         let m = self.measures.get(&bucket(concurrency));
@@ -203,18 +224,22 @@ mod tests {
     struct Clocked {
         c: RegimeChooser,
         clock: f64,
+        trial: bool,
     }
 
     impl Clocked {
         fn next(&mut self, concurrency: usize) -> Regime {
-            self.c.next(concurrency, self.clock)
+            let t = self.c.next(concurrency, self.clock);
+            self.c.begin(t);
+            self.trial = t.trial;
+            t.regime
         }
         fn record(&mut self, concurrency: usize, r: Regime, tokens: usize, ms: f64) {
             self.clock += ms;
             self.c.record(concurrency, r, tokens, ms, self.clock);
         }
         fn in_trial(&self) -> bool {
-            self.c.in_trial()
+            self.trial
         }
         fn rates(&self, concurrency: usize) -> RegimeRates {
             self.c.rates(concurrency)

@@ -1,8 +1,12 @@
 //! The policy driven with synthetic histories and costs (no model): each rule.
 
+use std::collections::BTreeMap;
+
+use super::beliefs::UNMEASURED_DISCOUNT;
 use super::*;
+use crate::engine::cost::Pricing;
 use crate::engine::events::Mode;
-use crate::engine::options::{Preset, REFERENCE_BLOCKS, THROUGHPUT_BLOCKS};
+use crate::engine::options::{Batching, Blocks, Preset, REFERENCE_BLOCKS, THROUGHPUT_BLOCKS};
 
 /// A GPU-like price list: a forward costs about the same whatever its size.
 fn flat() -> CostModel {
@@ -46,13 +50,50 @@ fn member<'a>(o: &'a DecodeOptions, h: &'a History) -> Member<'a> {
     }
 }
 
+/// Beliefs whose prices learn, on the clock the rounds are told by.
+fn learning(tables: SurvivalTables, cost: CostModel) -> Beliefs {
+    Beliefs::new(tables, &Pricing::new(cost, true, "test"))
+}
+
+/// Beliefs held to a fixed profile's prices.
+fn fixed_prices(tables: SurvivalTables, cost: CostModel) -> Beliefs {
+    Beliefs::new(tables, &Pricing::fixed(cost))
+}
+
+/// A round decided as the scheduler decides one: the decision, then the beliefs
+/// observe it.
+fn decide(b: &mut Beliefs, members: &[Member], batching: Batching) -> Vec<Decision> {
+    let plan = super::decide(b, members, batching);
+    b.observe(Observation::Decided(&plan));
+    plan.decisions
+}
+
+/// A round of `concurrency` requests committed `tokens` in `ms`.
+fn end_round(b: &mut Beliefs, concurrency: usize, tokens: usize, ms: f64) {
+    b.observe(Observation::RoundEnded {
+        concurrency,
+        tokens,
+        wall_ms: ms,
+        modeled_ms: ms,
+    });
+}
+
+/// A judged draft of `block` from history `h` advanced `advance` tokens.
+fn advance(b: &mut Beliefs, block: usize, h: &History, advance: usize) {
+    b.observe(Observation::Advanced {
+        block,
+        history: h,
+        advance,
+    });
+}
+
 fn rules(d: &[Decision]) -> Vec<Option<Rule>> {
     d.iter().map(|x| x.1.as_ref().map(|w| w.rule)).collect()
 }
 
 #[test]
 fn fixed_ar_and_reused() {
-    let mut p = BlockPolicy::new(SurvivalTables::marginal_reference(), steep());
+    let mut p = learning(SurvivalTables::marginal_reference(), steep());
     let h = History::default();
     let lin = DecodeOptions {
         mode: Mode::Linear,
@@ -65,7 +106,8 @@ fn fixed_ar_and_reused() {
     };
     let mut reused = member(&lin, &h);
     reused.reused = Some(16);
-    let d = p.decide(
+    let d = decide(
+        &mut p,
         &[member(&lin, &h), member(&ar, &h), reused],
         Batching::Lockstep,
     );
@@ -79,36 +121,38 @@ fn fixed_ar_and_reused() {
     let o = DecodeOptions::default();
     let mut carried = member(&o, &h);
     carried.carried = Some(32);
-    let d = p.decide(&[carried, member(&o, &h)], Batching::Packed);
+    let d = decide(&mut p, &[carried, member(&o, &h)], Batching::Packed);
     assert_eq!((d[0].0, d[0].1.is_none()), (32, true), "{d:?}");
 }
 
 #[test]
 fn cold_start_then_the_joint_rule_on_gpu_like_costs() {
-    let mut p = BlockPolicy::new(SurvivalTables::marginal_reference(), flat());
+    let mut p = learning(SurvivalTables::marginal_reference(), flat());
     let o = DecodeOptions::default();
     let empty = History::default();
     // No history at C = 1: the reference's cap (32), and with flat costs, 32.
-    let d = p.decide(&[member(&o, &empty)], Batching::Lockstep);
+    let d = decide(&mut p, &[member(&o, &empty)], Batching::Lockstep);
     assert_eq!((d[0].0, rules(&d)), (32, vec![Some(Rule::ColdStart)]));
     // With history, the round rule; flat costs still favour the largest block.
     let h = history(0.5, 32, 10);
-    let d = p.decide(&[member(&o, &h)], Batching::Lockstep);
+    let d = decide(&mut p, &[member(&o, &h)], Batching::Lockstep);
     assert_eq!((d[0].0, rules(&d)), (32, vec![Some(Rule::Round)]));
     let why = d[0].1.as_ref().unwrap();
     assert_eq!(why.candidates.len(), 3);
     assert!(why.rate.unwrap() > 0.0);
     // At C = 64 the cold start caps at 8.
     let many: Vec<Member> = (0..64).map(|_| member(&o, &empty)).collect();
-    assert!(p.decide(&many, Batching::Lockstep).iter().all(|d| d.0 == 8));
+    assert!(decide(&mut p, &many, Batching::Lockstep)
+        .iter()
+        .all(|d| d.0 == 8));
 }
 
 #[test]
 fn per_request_rule_when_rounds_do_not_share_forwards() {
-    let mut p = BlockPolicy::new(SurvivalTables::marginal_reference(), flat());
+    let mut p = learning(SurvivalTables::marginal_reference(), flat());
     let o = DecodeOptions::default();
     let h = history(0.5, 16, 4);
-    let d = p.decide(&[member(&o, &h)], Batching::ByBlock);
+    let d = decide(&mut p, &[member(&o, &h)], Batching::ByBlock);
     assert_eq!(rules(&d), vec![Some(Rule::Ratio)]);
 }
 
@@ -125,13 +169,13 @@ fn tables_with_b4() -> SurvivalTables {
 
 #[test]
 fn the_throughput_preset_takes_ar_steps_on_a_cpu_and_explores() {
-    let mut p = BlockPolicy::new(tables_with_b4(), steep());
+    let mut p = learning(tables_with_b4(), steep());
     let o = Preset::Throughput.options();
     let h = history(1.0, 8, 2);
     let members: Vec<Member> = (0..16).map(|_| member(&o, &h)).collect();
     let mut seen: BTreeMap<Rule, usize> = BTreeMap::new();
     for _ in 0..400 {
-        let d = p.decide(&members, Batching::Lockstep);
+        let d = decide(&mut p, &members, Batching::Lockstep);
         for r in rules(&d).into_iter().flatten() {
             *seen.entry(r).or_default() += 1;
         }
@@ -141,7 +185,7 @@ fn the_throughput_preset_takes_ar_steps_on_a_cpu_and_explores() {
             .map(|x| if x.0 == 1 { 1 } else { 2 })
             .sum::<usize>();
         let ms = d.iter().map(|x| 0.5 * x.0 as f64).sum::<f64>();
-        p.end_round(16, tokens, ms);
+        end_round(&mut p, 16, tokens, ms);
     }
     assert!(
         seen.get(&Rule::ArRegime).copied().unwrap_or(0) > 3000,
@@ -159,19 +203,18 @@ fn the_throughput_preset_takes_ar_steps_on_a_cpu_and_explores() {
 #[test]
 fn under_fixed_prices_the_throughput_preset_weighs_ar_steps_in_the_joint_choice() {
     for (cost, ar_expected) in [(steep(), true), (flat(), false)] {
-        let mut p = BlockPolicy::new(SurvivalTables::marginal_reference(), cost);
-        p.set_cost_learning(false);
+        let mut p = fixed_prices(SurvivalTables::marginal_reference(), cost);
         let o = Preset::Throughput.options();
         let h = history(1.0, 8, 2);
         let members: Vec<Member> = (0..16).map(|_| member(&o, &h)).collect();
         let mut ar_steps = 0;
         for _ in 0..50 {
-            let d = p.decide(&members, Batching::Lockstep);
+            let d = decide(&mut p, &members, Batching::Lockstep);
             for r in rules(&d).into_iter().flatten() {
                 assert!(!matches!(r, Rule::ArRegime | Rule::ArTrial), "{r:?}");
             }
             ar_steps += d.iter().filter(|x| x.0 == 1).count();
-            p.end_round(16, 32, 5.0);
+            end_round(&mut p, 16, 32, 5.0);
         }
         assert_eq!(ar_steps > 0, ar_expected, "{ar_steps}");
     }
@@ -195,10 +238,9 @@ fn short_blocks_only_where_forwards_are_compute_bound() {
     let o = Preset::Throughput.options();
     let h = history(1.0, 8, 2);
     let offered = |cost: &CostModel, c: usize| -> Vec<usize> {
-        let mut p = BlockPolicy::new(tables.clone(), cost.clone());
-        p.set_cost_learning(false);
+        let mut p = fixed_prices(tables.clone(), cost.clone());
         let members: Vec<Member> = (0..c).map(|_| member(&o, &h)).collect();
-        let d = p.decide(&members, Batching::Packed);
+        let d = decide(&mut p, &members, Batching::Packed);
         let why = d[0].1.as_ref().expect("an adaptive decision");
         why.candidates.iter().map(|x| x.block).collect()
     };
@@ -217,16 +259,16 @@ fn short_blocks_only_where_forwards_are_compute_bound() {
 #[test]
 fn exploration_runs_sizes_the_rule_does_not_pick() {
     // Flat costs make 32 the pick; 8 and 16 are measured now and then.
-    let mut p = BlockPolicy::new(SurvivalTables::marginal_reference(), flat());
+    let mut p = learning(SurvivalTables::marginal_reference(), flat());
     let o = DecodeOptions::default();
     let h = history(0.5, 32, 10);
     let mut explored = BTreeMap::new();
     for _ in 0..2000 {
-        let d = p.decide(&[member(&o, &h)], Batching::Lockstep);
+        let d = decide(&mut p, &[member(&o, &h)], Batching::Lockstep);
         if rules(&d)[0] == Some(Rule::Explore) {
             *explored.entry(d[0].0).or_insert(0) += 1;
         }
-        p.end_round(1, 10, 10.0);
+        end_round(&mut p, 1, 10, 10.0);
     }
     let n: usize = explored.values().sum();
     assert!(
@@ -239,7 +281,7 @@ fn exploration_runs_sizes_the_rule_does_not_pick() {
 
 #[test]
 fn blocks_are_clipped_to_the_context() {
-    let mut p = BlockPolicy::new(SurvivalTables::marginal_reference(), flat());
+    let mut p = learning(SurvivalTables::marginal_reference(), flat());
     let lin = DecodeOptions {
         mode: Mode::Linear,
         blocks: Blocks::Fixed(32),
@@ -248,7 +290,7 @@ fn blocks_are_clipped_to_the_context() {
     let h = History::default();
     let mut m = member(&lin, &h);
     m.room = 5;
-    let d = p.decide(&[m], Batching::Lockstep);
+    let d = decide(&mut p, &[m], Batching::Lockstep);
     assert_eq!((d[0].0, rules(&d)), (5, vec![Some(Rule::Context)]));
 }
 
@@ -256,10 +298,10 @@ fn blocks_are_clipped_to_the_context() {
 fn the_policys_clock_is_the_rounds_it_was_told_of() {
     // Regime trials and exploration read `clock_ms`, never the wall clock: a replay
     // or a profile's prices give the same decisions at any speed.
-    let mut p = BlockPolicy::new(SurvivalTables::marginal_reference(), steep());
-    p.end_round(1, 3, 12.5);
-    p.end_round(1, 3, 7.5);
-    assert_eq!(p.clock_ms, 20.0);
+    let mut p = learning(SurvivalTables::marginal_reference(), steep());
+    end_round(&mut p, 1, 3, 12.5);
+    end_round(&mut p, 1, 3, 7.5);
+    assert_eq!(p.clock_ms(), 20.0);
 }
 
 #[test]
@@ -538,10 +580,10 @@ fn the_block_size_is_priced_with_its_rows() {
     // Every row at every load (the ablation) is a cost at C = 64.
     assert!(expected_rows_ms(&hits, &cost, at(64), false) > 0.0);
     // And the policy weighs it: the default preset's options carry it.
-    let mut p = BlockPolicy::new(SurvivalTables::marginal_reference(), cost);
+    let mut p = learning(SurvivalTables::marginal_reference(), cost);
     let o = DecodeOptions::default();
     let h = history(0.5, 16, 4);
-    let d = p.decide(&[member(&o, &h)], Batching::Lockstep);
+    let d = decide(&mut p, &[member(&o, &h)], Batching::Lockstep);
     let why = d[0].1.as_ref().unwrap();
     let forwards = |b: usize| {
         let c = p.cost();
@@ -555,14 +597,14 @@ fn the_block_size_is_priced_with_its_rows() {
 
 #[test]
 fn an_overrated_cell_is_scaled_by_what_its_rounds_advanced() {
-    let mut p = BlockPolicy::new(SurvivalTables::marginal_reference(), b200());
+    let mut p = learning(SurvivalTables::marginal_reference(), b200());
     let h = history(0.5, 8, 8);
     let other = history(0.5, 8, 3);
     assert_eq!(p.calibration(16, &h), 1.0);
     let v16 = p.tables().value(16, h.signal(), h.stratum().as_deref());
     // Rounds of B = 16 from this cell advance half what the tables say.
     for _ in 0..40 {
-        p.observe_advance(16, &h, (v16 / 2.0).round() as usize);
+        advance(&mut p, 16, &h, (v16 / 2.0).round() as usize);
     }
     let c = p.calibration(16, &h);
     assert!((0.45..0.6).contains(&c), "{c}");
@@ -573,7 +615,7 @@ fn an_overrated_cell_is_scaled_by_what_its_rounds_advanced() {
     assert_eq!(p.calibration(32, &h), 1.0);
     // The decision sees it: the overrated size's candidate value drops.
     let opts = DecodeOptions::default();
-    let d = p.decide(&[member(&opts, &h)], Batching::Lockstep);
+    let d = decide(&mut p, &[member(&opts, &h)], Batching::Lockstep);
     let cand = d[0]
         .1
         .as_ref()
@@ -592,13 +634,13 @@ fn an_overrated_cell_is_scaled_by_what_its_rounds_advanced() {
 /// larger one (a full round says nothing past its end).
 #[test]
 fn a_round_measures_the_smaller_sizes_too() {
-    let mut p = BlockPolicy::new(SurvivalTables::marginal_reference(), b200());
+    let mut p = learning(SurvivalTables::marginal_reference(), b200());
     let h = history(0.5, 8, 8);
     let t = |b: usize| p.tables().value(b, h.signal(), h.stratum().as_deref());
     let (v8, v16) = (t(8), t(16));
     // Every B = 32 round rejects at its 4th position: 4 tokens.
     for _ in 0..200 {
-        p.observe_advance(32, &h, 4);
+        advance(&mut p, 32, &h, 4);
     }
     for (b, v) in [(8, v8), (16, v16)] {
         let c = p.calibration(b, &h);
@@ -610,9 +652,9 @@ fn a_round_measures_the_smaller_sizes_too() {
         );
     }
     // Full rounds of B = 8 say B = 8 is worth 8 and leave B = 16 unmeasured.
-    let mut q = BlockPolicy::new(SurvivalTables::marginal_reference(), b200());
+    let mut q = learning(SurvivalTables::marginal_reference(), b200());
     for _ in 0..200 {
-        q.observe_advance(8, &h, 8);
+        advance(&mut q, 8, &h, 8);
     }
     assert!(q.calibration(8, &h) > 1.0);
     assert_eq!(q.calibration(16, &h), 1.0);
@@ -623,11 +665,10 @@ fn a_round_measures_the_smaller_sizes_too() {
 /// stands on the tables.
 #[test]
 fn an_unmeasured_size_is_discounted_until_rounds_measure_it() {
-    let mut p = BlockPolicy::new(SurvivalTables::marginal_reference(), b200());
+    let mut p = learning(SurvivalTables::marginal_reference(), b200());
     let h = history(0.5, 8, 8);
-    let o = DecodeOptions::default();
-    let value = |p: &BlockPolicy, b: usize| p.value(&member(&o, &h), b);
-    let raw = |p: &BlockPolicy, b: usize| {
+    let value = |p: &Beliefs, b: usize| p.value(&h, b);
+    let raw = |p: &Beliefs, b: usize| {
         p.tables().value(b, h.signal(), h.stratum().as_deref()) * p.calibration(b, &h)
     };
     // Nothing measured: the tables alone, every size alike.
@@ -635,7 +676,7 @@ fn an_unmeasured_size_is_discounted_until_rounds_measure_it() {
         assert!((value(&p, b) - raw(&p, b)).abs() < 1e-9);
     }
     for _ in 0..99 {
-        p.observe_advance(16, &h, 6);
+        advance(&mut p, 16, &h, 6);
     }
     // B = 8 and 16 measured by 99 rounds (no discount), B = 32 by none:
     // UNMEASURED_DISCOUNT × (1 − 1/10).
@@ -653,8 +694,7 @@ fn an_unmeasured_size_is_discounted_until_rounds_measure_it() {
 fn a_measured_profile_prices_each_load_by_its_tangent() {
     use crate::engine::cost::{measured, roofline};
     let cost = measured::b200_nld8b().unwrap();
-    let mut p = BlockPolicy::new(SurvivalTables::marginal_reference(), cost.clone());
-    p.set_cost_learning(false);
+    let mut p = fixed_prices(SurvivalTables::marginal_reference(), cost.clone());
     let o = DecodeOptions::default();
     let h = history(0.5, 16, 8);
     let m = Member {
@@ -662,15 +702,18 @@ fn a_measured_profile_prices_each_load_by_its_tangent() {
         ..member(&o, &h)
     };
     for &(c, paper) in roofline::PAPER_B200_8B {
-        let (_, why) = p.learned_ratio_rule(&m, &REFERENCE_BLOCKS, c);
+        // Each request apart (the reference's buckets): the ratio rule at C.
+        let round: Vec<Member> = (0..c).map(|_| m.clone()).collect();
+        let d = decide(&mut p, &round, Batching::ByBlock);
+        let why = d[0].1.as_ref().expect("a ratio decision");
+        assert_eq!(why.rule, Rule::Ratio);
         let tangent = cost.at_load(c);
         for (cand, want) in why.candidates.iter().zip(paper) {
             let ms = tangent.round_ms(c, cand.block, m.ctx);
             assert_eq!(cand.cost_ms, ms, "C = {c}, B = {}", cand.block);
             assert!((ms / want - 1.0).abs() < 0.1, "C = {c}: {ms} vs {want}");
         }
-        let round: Vec<Member> = (0..c).map(|_| m.clone()).collect();
-        assert_eq!(p.decide(&round, Batching::Packed).len(), c);
+        assert_eq!(decide(&mut p, &round, Batching::Packed).len(), c);
     }
 }
 
@@ -683,7 +726,7 @@ fn where_drafts_ride_a_holder_is_priced_as_a_drafter() {
     // which pushed the joint choice to small blocks (issue 52: B = 8 in 88% of rounds
     // at C = 16, below fixed B = 16). So the rate the open member is judged by is
     // the same whether the other member drafts this round or holds its block.
-    let mut p = BlockPolicy::new(SurvivalTables::marginal_reference(), b200());
+    let mut p = learning(SurvivalTables::marginal_reference(), b200());
     let o = DecodeOptions::default();
     let fixed = DecodeOptions {
         blocks: Blocks::Fixed(16),
@@ -692,8 +735,8 @@ fn where_drafts_ride_a_holder_is_priced_as_a_drafter() {
     let (h, g) = (history(0.5, 16, 9), history(0.5, 16, 16));
     let mut holder = member(&fixed, &g);
     holder.reused = Some(16);
-    let rate = |p: &mut BlockPolicy, other: Member| {
-        let d = p.decide(&[member(&o, &h), other], Batching::Packed);
+    let rate = |p: &mut Beliefs, other: Member| {
+        let d = decide(p, &[member(&o, &h), other], Batching::Packed);
         d[0].1.as_ref().and_then(|w| w.rate).unwrap()
     };
     let drafting = rate(&mut p, member(&fixed, &g));
@@ -703,14 +746,14 @@ fn where_drafts_ride_a_holder_is_priced_as_a_drafter() {
     // block at the same rate (charged nothing, the holders made the round look twice
     // as productive per ms, and λ · T outweighed what a larger block adds).
     let choice = |others_hold: bool| {
-        let mut p = BlockPolicy::new(SurvivalTables::marginal_reference(), b200());
+        let mut p = learning(SurvivalTables::marginal_reference(), b200());
         let mut round = vec![member(&o, &h)];
         for _ in 0..15 {
             let mut m = member(&fixed, &g);
             m.reused = others_hold.then_some(16);
             round.push(m);
         }
-        let d = p.decide(&round, Batching::Packed);
+        let d = decide(&mut p, &round, Batching::Packed);
         (d[0].0, d[0].1.as_ref().and_then(|w| w.rate).unwrap())
     };
     let (held, drafted) = (choice(true), choice(false));

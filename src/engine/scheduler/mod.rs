@@ -31,7 +31,7 @@ use super::events::{
 };
 use super::options::{Batching, DecodeOptions};
 use super::overlap::{self, Branch, BranchKind, BranchRoom};
-use super::policy::{BlockPolicy, Member, RowKey, RowLoad, SurvivalTables};
+use super::policy::{self, Beliefs, Member, Observation, RowKey, RowLoad, SurvivalTables};
 use super::signals::{self, PosSignals};
 use crate::model::{AttnRule, KvCache, LogitSel, Row, RowBatch, TextTokenizer};
 
@@ -123,29 +123,20 @@ impl Plan {
 struct Timing {
     start: Instant,
     shape: ForwardShape,
-    priced_ms: f64,
+    modeled_ms: f64,
     /// The forward alone (what the screen's measured rates count).
     forward_ms: f64,
 }
 
-/// What the block policy's clock reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Clock {
-    /// This machine's wall clock (the policy measures the machine it runs on).
-    #[default]
-    Wall,
-    /// The starting cost profile's prices: the same prompts make the same choices on
-    /// any machine under any load (tests of which rules run).
-    Priced,
-}
-
-/// The decoding core: owns the model, every request's state and the block policy.
+/// The decoding core: owns the model, every request's state and what the block policy
+/// has learned.
 pub struct Scheduler {
     model: std::sync::Arc<dyn Backbone>,
     tokenizer: Option<TextTokenizer>,
-    policy: BlockPolicy,
-    /// The profile as given, for `ForwardCounts::modeled_ms`.
-    price_list: CostModel,
+    beliefs: Beliefs,
+    /// What the beliefs were built from (each builder replaces one of them).
+    tables: SurvivalTables,
+    pricing: Pricing,
     requests: Vec<ReqState>,
     finished: Vec<Finished>,
     next_id: RequestId,
@@ -155,7 +146,6 @@ pub struct Scheduler {
     batching: Batching,
     /// Tokens committed so far by every request.
     committed: usize,
-    clock: Clock,
 }
 
 impl Scheduler {
@@ -164,12 +154,13 @@ impl Scheduler {
     pub fn new(model: impl Backbone + 'static, tokenizer: Option<TextTokenizer>) -> Self {
         let mask = model.config().mask_token_id();
         let eos = model.config().eos_token_ids();
-        let cost = CostModel::builtin();
+        let (tables, pricing) = (SurvivalTables::builtin(), Pricing::builtin());
         Self {
             model: std::sync::Arc::new(model),
             tokenizer,
-            policy: BlockPolicy::new(SurvivalTables::builtin(), cost.clone()),
-            price_list: cost,
+            beliefs: Beliefs::new(tables.clone(), &pricing),
+            tables,
+            pricing,
             requests: Vec::new(),
             finished: Vec::new(),
             next_id: 1,
@@ -178,14 +169,7 @@ impl Scheduler {
             counts: ForwardCounts::default(),
             batching: Batching::default(),
             committed: 0,
-            clock: Clock::Wall,
         }
-    }
-
-    /// What the policy times rounds and forwards by (the wall clock by default).
-    pub fn with_clock(mut self, clock: Clock) -> Self {
-        self.clock = clock;
-        self
     }
 
     pub fn with_batching(mut self, batching: Batching) -> Self {
@@ -193,32 +177,18 @@ impl Scheduler {
         self
     }
 
+    /// The survival tables the policy values block sizes by (before the first round).
     pub fn with_tables(mut self, tables: SurvivalTables) -> Self {
-        self.policy.set_tables(tables);
+        self.tables = tables;
+        self.beliefs = Beliefs::new(self.tables.clone(), &self.pricing);
         self
     }
 
-    /// The cost profile decisions start from (refitted online unless turned off).
-    pub fn with_cost(mut self, cost: CostModel) -> Self {
-        self.price_list = cost.clone();
-        self.policy.set_cost(cost);
-        self
-    }
-
-    /// `with_cost` and `with_cost_learning` from a `--cost-profile` choice. A fixed
-    /// profile's prices are the policy's clock too (the measured regime and
-    /// exploration included): only the machine at hand's profile learns from its clock.
-    pub fn with_pricing(self, p: Pricing) -> Self {
-        let clock = if p.learn { Clock::Wall } else { Clock::Priced };
-        self.with_cost(p.cost)
-            .with_cost_learning(p.learn)
-            .with_clock(clock)
-    }
-
-    /// Whether the cost model learns from this run's forwards (on by default; off keeps
-    /// the profile's prices). Every rule of the policy runs either way.
-    pub fn with_cost_learning(mut self, on: bool) -> Self {
-        self.policy.set_cost_learning(on);
+    /// The prices decisions start from, whether they learn, and the clock (before the
+    /// first round): a `--cost-profile` choice.
+    pub fn with_pricing(mut self, pricing: Pricing) -> Self {
+        self.pricing = pricing;
+        self.beliefs = Beliefs::new(self.tables.clone(), &self.pricing);
         self
     }
 
@@ -226,12 +196,12 @@ impl Scheduler {
         self.model.as_ref()
     }
 
-    pub fn policy(&self) -> &BlockPolicy {
-        &self.policy
+    pub fn beliefs(&self) -> &Beliefs {
+        &self.beliefs
     }
 
     pub fn cost(&self) -> &CostModel {
-        self.policy.cost()
+        self.beliefs.cost()
     }
 
     pub fn counts(&self) -> &ForwardCounts {
@@ -308,7 +278,7 @@ impl Scheduler {
     /// One round of drafting and verification for the speculating requests `live`.
     fn speculate(&mut self, live: Vec<usize>, sink: &mut dyn EventSink) -> Result<()> {
         let start = Instant::now();
-        let priced_before = self.counts.modeled_ms;
+        let modeled_before = self.counts.modeled_ms;
         let committed = self.committed;
         let max_pos = self.model.config().max_position_embeddings;
         let members: Vec<Member> = live
@@ -325,11 +295,12 @@ impl Scheduler {
                 }
             })
             .collect();
-        let decisions = self.policy.decide(&members, self.batching);
+        let decided = policy::decide(&self.beliefs, &members, self.batching);
+        self.beliefs.observe(Observation::Decided(&decided));
         // A round whose draft rode the last forward keeps its block: verify it now.
         let plans: Vec<Plan> = live
             .iter()
-            .zip(decisions)
+            .zip(decided.decisions)
             .map(|(&i, (b, why))| match self.requests[i].carried.take() {
                 // Its index then may have moved as other requests finished.
                 Some(p) => Plan { req: i, ..p },
@@ -359,12 +330,12 @@ impl Scheduler {
             self.draft_group(&mut group, sharing, ride, sink)?;
             self.verify_group(group, sharing, sink)?;
         }
-        let round_ms = match self.clock {
-            Clock::Wall => start.elapsed().as_secs_f64() * 1e3,
-            Clock::Priced => self.counts.modeled_ms - priced_before,
-        };
-        self.policy
-            .end_round(live.len(), self.committed - committed, round_ms);
+        self.beliefs.observe(Observation::RoundEnded {
+            concurrency: live.len(),
+            tokens: self.committed - committed,
+            wall_ms: start.elapsed().as_secs_f64() * 1e3,
+            modeled_ms: self.counts.modeled_ms - modeled_before,
+        });
         Ok(())
     }
 
@@ -404,7 +375,7 @@ impl Scheduler {
                 .with_context(|| format!("{} forward", phase.name()))?
         };
         let ms = start.elapsed().as_secs_f64() * 1e3;
-        let priced_ms = self.price_list.predict(&shape);
+        let modeled_ms = self.beliefs.modeled().predict(&shape);
         let c = &mut self.counts;
         match phase {
             Phase::Prefill => c.prefill += 1,
@@ -417,7 +388,7 @@ impl Scheduler {
         if phase != Phase::Prefill {
             c.rows += batch.rows.len();
             c.query_tokens += batch.num_tokens();
-            c.modeled_ms += priced_ms;
+            c.modeled_ms += modeled_ms;
         }
         sink.emit(DecodeEvent::Forward {
             phase,
@@ -431,21 +402,21 @@ impl Scheduler {
             Timing {
                 start,
                 shape,
-                priced_ms,
+                modeled_ms,
                 forward_ms: ms,
             },
         ))
     }
 
-    /// The policy learns the forward's time with its signals and verdicts.
+    /// The beliefs learn the forward's times (its wall time counts the signals and
+    /// verdicts taken from it).
     fn learn_cost(&mut self, t: &Timing) {
-        let ms = match self.clock {
-            Clock::Wall => t.start.elapsed().as_secs_f64() * 1e3,
-            Clock::Priced => t.priced_ms,
-        };
-        self.policy.observe_forward(&t.shape, ms);
-        // The forward's own time, as the screen's drafting rate counts it.
-        self.policy.observe_wall(&t.shape, t.forward_ms);
+        self.beliefs.observe(Observation::Forward {
+            shape: &t.shape,
+            wall_ms: t.start.elapsed().as_secs_f64() * 1e3,
+            forward_ms: t.forward_ms,
+            modeled_ms: t.modeled_ms,
+        });
     }
 
     fn choose(
@@ -559,8 +530,10 @@ impl Scheduler {
             .filter(|&k| group[k].needs_draft())
             .collect();
         for _ in group.iter().filter(|p| p.reused.is_some()) {
-            self.policy
-                .observe_spared(concurrency, need.is_empty() || ride);
+            self.beliefs.observe(Observation::Spared {
+                concurrency,
+                skipped: need.is_empty() || ride,
+            });
         }
         if !need.is_empty() && !ride {
             let reqs: Vec<usize> = need.iter().map(|&k| group[k].req).collect();
@@ -667,7 +640,12 @@ impl Scheduler {
             rides: self.batching == Batching::Packed,
         };
         let priced = r.opts.cost_gated();
-        let (keep, decision) = self.policy.price_rows(&rows, load, priced);
+        let kinds: Vec<BranchKind> = rows.iter().map(|(_, k)| k.kind).collect();
+        self.beliefs.observe(Observation::RowsPlanned {
+            block: p.block_size,
+            kinds: &kinds,
+        });
+        let (keep, decision) = self.beliefs.price_rows(&rows, load, priced);
         let mut keep = keep.into_iter();
         let mut keys = rows.into_iter().map(|(_, k)| k);
         let (mut kept, mut kept_keys) = (Vec::new(), Vec::new());

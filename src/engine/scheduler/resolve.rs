@@ -5,7 +5,7 @@
 use super::{Pending, Plan, Scheduler};
 use crate::engine::events::{BranchView, DecodeEvent, EventSink, Origin, PosView, RoundTally};
 use crate::engine::overlap::{self, BranchKind, BranchOutcome};
-use crate::engine::policy::{verify_entropy, RoundOutcome};
+use crate::engine::policy::{verify_entropy, Observation, RoundOutcome};
 use crate::engine::round;
 use crate::engine::signals::PosSignals;
 
@@ -63,7 +63,11 @@ impl Scheduler {
         let ended = round::ended_inside(kept.len(), verdict.advance());
         let ends = ended || kept.last().is_some_and(|t| self.eos.contains(t));
         if let Some(h) = before.filter(|_| !ended) {
-            self.policy.observe_advance(b, &h, verdict.advance());
+            self.beliefs.observe(Observation::Advanced {
+                block: b,
+                history: &h,
+                advance: verdict.advance(),
+            });
         }
         let hit = self.resolve_branches(i, &p, &predicted, &verdict, (ended, ends), sink);
         let r = &mut self.requests[i];
@@ -125,7 +129,10 @@ impl Scheduler {
             }
         }
         if !ended {
-            self.policy.observe_rows(&p.row_keys, hit_row);
+            self.beliefs.observe(Observation::RowsJudged {
+                built: &p.row_keys,
+                hit: hit_row,
+            });
         }
         sink.emit(DecodeEvent::BranchResolved {
             req: r.id,

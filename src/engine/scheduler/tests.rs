@@ -382,3 +382,48 @@ fn block_diffusion_shortens_its_last_canvas_to_the_window() {
     assert_eq!(canvases, [8, 4]);
     assert_eq!((f.tokens, f.stop), (ar_answer(12), StopReason::Context));
 }
+
+/// The survival tables and the pricing are each set once, in either order, before the
+/// first round: the same beliefs, the same decisions.
+#[test]
+fn the_builders_order_does_not_matter() {
+    use crate::engine::cost::{CostModel, Pricing};
+    use crate::engine::policy::SurvivalTables;
+    let tables = SurvivalTables::marginal_reference();
+    let pricing = Pricing::fixed(CostModel::builtin());
+    let run = |tables_first: bool| {
+        // A draft wrong at every 7th position: rounds of several lengths.
+        let s = scripted(4096, Arc::new(answer), |p| {
+            (answer(p) + u32::from(p % 7 == 0), None)
+        });
+        let mut s = if tables_first {
+            s.with_tables(tables.clone()).with_pricing(pricing.clone())
+        } else {
+            s.with_pricing(pricing.clone()).with_tables(tables.clone())
+        };
+        let o = DecodeOptions {
+            max_new_tokens: 64,
+            ..DecodeOptions::default()
+        };
+        let (f, ev) = decode(&mut s, o);
+        assert_eq!(f.tokens, ar_answer(64));
+        assert_eq!(s.beliefs().tables(), &tables);
+        assert_eq!(s.cost(), &pricing.cost);
+        // Every decision but the AR rate, timed by this machine's wall clock.
+        ev.iter()
+            .filter_map(|e| match e {
+                DecodeEvent::BlockChosen { block, reason, .. } => Some(format!(
+                    "{block} {:?}",
+                    crate::engine::events::BlockDecision {
+                        ar_rate: None,
+                        ..reason.clone()
+                    }
+                )),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    let first = run(true);
+    assert!(first.len() > 3, "{first:?}");
+    assert_eq!(first, run(false));
+}
