@@ -43,27 +43,10 @@ pub struct TrainArgs {
     /// preset's, 2200 or 0].
     #[arg(long)]
     pub anneal_steps: Option<usize>,
-    /// The last steps train on the annealing mix with each answer's wording varied
-    /// (openings, connectives), from fresh optimizer moments; 0 for none.
-    #[arg(long, default_value_t = 0)]
-    pub restyle_steps: usize,
     /// Share of the annealing phase's diffusion blocks noised as the draft sees its
     /// block: the first token clean, the rest masked.
     #[arg(long, default_value_t = 0.25)]
     pub draft_shaped: f64,
-    /// The same share in the restyle phase.
-    #[arg(long, default_value_t = 0.25)]
-    pub restyle_draft_shaped: f64,
-    /// Steps of the draft adapter phase after --steps: with the base frozen, a
-    /// `linear_spec_lora/` that drafts the verifier's choices; 0 for none.
-    #[arg(long, default_value_t = 0)]
-    pub lora_steps: usize,
-    /// Rank of the draft adapter (lora_alpha = 4 × rank, as NLD's scale 4).
-    #[arg(long, default_value_t = 32)]
-    pub lora_rank: usize,
-    /// Peak learning rate of the adapter phase.
-    #[arg(long, default_value_t = 2e-3)]
-    pub lora_lr: f64,
     /// Sequences per step.
     #[arg(long, default_value_t = 16)]
     pub batch: usize,
@@ -148,12 +131,7 @@ pub fn run(a: TrainArgs) -> Result<()> {
         spec,
         steps: a.steps.unwrap_or(steps),
         anneal_steps: a.anneal_steps.unwrap_or(anneal),
-        restyle_steps: a.restyle_steps,
         draft_shaped: a.draft_shaped,
-        restyle_draft_shaped: a.restyle_draft_shaped,
-        lora_steps: a.lora_steps,
-        lora_rank: a.lora_rank,
-        lora_lr: a.lora_lr,
         batch: a.batch,
         seq_len: a.seq_len,
         lr: a.lr,
@@ -169,23 +147,17 @@ pub fn run(a: TrainArgs) -> Result<()> {
         heldout_per_family: a.heldout,
     };
     let command = std::env::args().collect::<Vec<_>>().join(" ");
-    let total = (o.steps + o.lora_steps) as u64;
+    let total = o.steps as u64;
     let mut progress = super::progress::Progress::new("train", total);
     let state = trainer::train(
         &o,
         &command,
         |r| {
-            let losses = match r.draft {
-                Some((loss, agree)) => {
-                    format!("adapter: draft {loss:.3} agrees {:.1}%", 100.0 * agree)
-                }
-                None => format!("ar {:.3} dlm {:.3}", r.ar, r.dlm),
-            };
             progress.set(
                 r.step as u64,
                 &format!(
-                    "{losses} |g| {:.2} lr {:.2e} B={} {:.0} tok/s",
-                    r.grad_norm, r.lr, r.block, r.tokens_per_sec
+                    "ar {:.3} dlm {:.3} |g| {:.2} lr {:.2e} B={} {:.0} tok/s",
+                    r.ar, r.dlm, r.grad_norm, r.lr, r.block, r.tokens_per_sec
                 ),
             )
         },
@@ -200,17 +172,5 @@ pub fn run(a: TrainArgs) -> Result<()> {
         state.elapsed_secs / 60.0,
         state.clean_tokens_seen
     );
-    if state.lora_step > 0 {
-        let tail = &state.lora_losses[state.lora_losses.len().saturating_sub(20)..];
-        let k = tail.len().max(1) as f32;
-        eprintln!(
-            "specscope train: draft adapter step {}/{}, {:.1} min, last-20 draft loss {:.3}, agreement with the verifier {:.1}%",
-            state.lora_step,
-            o.lora_steps,
-            state.lora_elapsed_secs / 60.0,
-            tail.iter().map(|l| l.1).sum::<f32>() / k,
-            100.0 * tail.iter().map(|l| l.2).sum::<f32>() / k,
-        );
-    }
     Ok(())
 }

@@ -3,7 +3,6 @@
 mod adamw;
 pub mod bpe;
 pub mod corpus;
-pub mod draft_lora;
 pub mod objective;
 mod streams;
 pub mod trainer;

@@ -81,13 +81,11 @@ fn write_heldout(dir: &Path, o: &TrainOptions, train: &HashSet<String>) -> Resul
     Ok(())
 }
 
-/// The packed token streams of the three phases: the main corpus, and the annealing
-/// and restyle streams (their own seeds, never a held-out prompt; empty when the
-/// phase has no steps).
+/// The packed token streams of the two phases: the main corpus, and the annealing
+/// stream (its own seed, never a held-out prompt; empty when the phase has no steps).
 pub(super) struct Streams {
     pub(super) main: Vec<u32>,
     pub(super) anneal: Vec<u32>,
-    pub(super) restyle: Vec<u32>,
 }
 
 impl Streams {
@@ -125,7 +123,7 @@ impl Streams {
             started.elapsed().as_secs_f64()
         ));
         let mut heldout = HashSet::new();
-        if o.anneal_steps + o.restyle_steps > 0 {
+        if o.anneal_steps > 0 {
             for f in [Family::Math, Family::Code, Family::Qa] {
                 let n = o.heldout_per_family;
                 for e in corpus::heldout_exchanges(heldout_seed(o), f, n, &train_keys) {
@@ -155,14 +153,7 @@ impl Streams {
         let anneal = late_stream("annealing", o.anneal_steps, &|| {
             corpus::generate_anneal(o.seed + 2_000_003, n, &heldout)
         })?;
-        let restyle = late_stream("restyle", o.restyle_steps, &|| {
-            corpus::generate_restyle(o.seed + 3_000_017, n, &heldout)
-        })?;
-        Ok(Self {
-            main,
-            anneal,
-            restyle,
-        })
+        Ok(Self { main, anneal })
     }
 }
 

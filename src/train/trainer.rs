@@ -12,9 +12,9 @@ use candle_nn::{VarBuilder, VarMap};
 use serde::{Deserialize, Serialize};
 
 use super::adamw::AdamW;
+use super::objective;
 use super::streams::Streams;
 pub use super::streams::{pack, render_exchange};
-use super::{draft_lora, objective};
 use crate::model::synthetic::{self, Spec, BOS_ID, EOS_ID, MASK_ID, SPECIAL_TOKENS};
 use crate::model::{Config, Model};
 use crate::rng::Rng;
@@ -27,26 +27,14 @@ pub struct TrainOptions {
     pub state: PathBuf,
     /// Geometry of the model to train (`Spec::bundled()` or `Spec::toy_trainable()`).
     pub spec: Spec,
-    /// Total steps, the annealing and restyle phases included.
+    /// Total steps, the annealing phase included.
     pub steps: usize,
     /// Steps on the annealing stream (`corpus::anneal_exchange`) after the main phase,
     /// under their own warm-up and cosine; 0 for none.
     pub anneal_steps: usize,
-    /// The last steps train on the restyle stream (`corpus::generate_restyle`: the
-    /// annealing mix with varied wording) with fresh optimizer moments, under their own
-    /// warm-up and cosine; 0 for none.
-    pub restyle_steps: usize,
     /// Share of the annealing phase's diffusion blocks noised as the draft sees its block
     /// (`objective::make_batch`); the main phase keeps t ~ U(0, 1) everywhere.
     pub draft_shaped: f64,
-    /// The same share in the restyle phase: where an answer's wording is open, only
-    /// blocks drafted from their seed teach the draft how open it is.
-    pub restyle_draft_shaped: f64,
-    /// Steps of the draft adapter phase after the base's steps (`draft_lora`); 0 for none.
-    pub lora_steps: usize,
-    pub lora_rank: usize,
-    /// Peak learning rate of the adapter phase (warm-up, then cosine to a tenth).
-    pub lora_lr: f64,
     pub batch: usize,
     pub seq_len: usize,
     pub lr: f64,
@@ -75,14 +63,6 @@ pub struct TrainState {
     /// (step, ar loss, dlm loss) every logged step.
     pub losses: Vec<(usize, f32, f32)>,
     pub command: String,
-    /// Steps of the draft adapter phase done.
-    #[serde(default)]
-    pub lora_step: usize,
-    /// (adapter step, draft loss, agreement with the verifier) every adapter step.
-    #[serde(default)]
-    pub lora_losses: Vec<(usize, f32, f32)>,
-    #[serde(default)]
-    pub lora_elapsed_secs: f64,
 }
 
 /// Peak learning rate of the annealing phase, as a share of `lr`: a re-warm that
@@ -91,33 +71,15 @@ pub const ANNEAL_PEAK: f64 = 1.0 / 3.0;
 /// Warm-up steps of the annealing phase.
 pub const ANNEAL_WARMUP: usize = 20;
 
-/// Peak learning rate of the restyle phase, as a share of `lr`: about the floor the
-/// annealing phase ends at (a tenth), as it only rewords answers the model already
-/// gives; a re-warm to a sixth moved the margin less (docs/results.md, the restyle
-/// phase, run 1).
-pub const RESTYLE_PEAK: f64 = 1.0 / 9.0;
-
-/// First step of the annealing and of the restyle phase.
-pub fn phase_starts(o: &TrainOptions) -> (usize, usize) {
-    let restyle = o.steps - o.restyle_steps;
-    (restyle - o.anneal_steps, restyle)
+/// First step of the annealing phase.
+pub fn anneal_start(o: &TrainOptions) -> usize {
+    o.steps - o.anneal_steps
 }
 
 /// The learning rate at `step`: linear warm-up, then cosine decay to `min_lr` over the
-/// main phase; the annealing phase repeats that shape from `lr × ANNEAL_PEAK`, the
-/// restyle phase from `lr × RESTYLE_PEAK`.
+/// main phase; the annealing phase repeats that shape from `lr × ANNEAL_PEAK`.
 pub fn lr_at(step: usize, o: &TrainOptions) -> f64 {
-    let (main, restyle) = phase_starts(o);
-    if step >= restyle {
-        let warmup = ANNEAL_WARMUP.min(o.restyle_steps / 2);
-        return cosine(
-            step - restyle,
-            warmup,
-            o.restyle_steps,
-            o.lr * RESTYLE_PEAK,
-            o.min_lr,
-        );
-    }
+    let main = anneal_start(o);
     if step >= main {
         let warmup = ANNEAL_WARMUP.min(o.anneal_steps / 2);
         return cosine(
@@ -173,8 +135,6 @@ pub struct StepReport {
     pub block: usize,
     /// Clean tokens per second over the whole run so far.
     pub tokens_per_sec: f64,
-    /// In the adapter phase: (draft loss, agreement with the verifier); `ar`, `dlm` are 0.
-    pub draft: Option<(f32, f32)>,
 }
 
 /// Runs (or resumes) training; returns the state at the end. `progress` hears about
@@ -193,62 +153,26 @@ pub fn train(
     let sets = [
         streams.main.chunks_exact(o.seq_len).collect::<Vec<_>>(),
         streams.anneal.chunks_exact(o.seq_len).collect(),
-        streams.restyle.chunks_exact(o.seq_len).collect(),
     ];
     let mut run = Run::start(o, command, &mut note)?;
-    let run_start = Instant::now();
-    if !run.base(o, &sets, &mut progress, &mut note)? {
-        return Ok(run.state); // out of time: the same command resumes
-    }
-    let mut state = run.state;
-    if o.lora_steps > state.lora_step {
-        let set = if sets[1].is_empty() {
-            &sets[0]
-        } else {
-            &sets[1]
-        };
-        let left = o
-            .max_minutes
-            .map(|m| m - run_start.elapsed().as_secs_f64() / 60.0);
-        let o = TrainOptions {
-            max_minutes: left,
-            ..o.clone()
-        };
-        train_draft_adapter(
-            &o,
-            &run.cfg,
-            set,
-            &mut state,
-            &run.state_path,
-            &mut progress,
-            &mut note,
-        )?;
-    }
-    Ok(state)
+    // Out of time, the state says where the run stopped: the same command resumes.
+    run.base(o, &sets, &mut progress, &mut note)?;
+    Ok(run.state)
 }
 
 /// The options' limits, before anything is written.
 fn check(o: &TrainOptions) -> Result<()> {
     ensure!(
-        o.steps > o.warmup + o.anneal_steps + o.restyle_steps,
-        "--steps ({}) must exceed --warmup ({}) plus --anneal-steps ({}) plus --restyle-steps ({})",
+        o.steps > o.warmup + o.anneal_steps,
+        "--steps ({}) must exceed --warmup ({}) plus --anneal-steps ({})",
         o.steps,
         o.warmup,
-        o.anneal_steps,
-        o.restyle_steps
+        o.anneal_steps
     );
-    for (flag, share) in [
-        ("--draft-shaped", o.draft_shaped),
-        ("--restyle-draft-shaped", o.restyle_draft_shaped),
-    ] {
-        ensure!(
-            (0.0..=1.0).contains(&share),
-            "{flag} ({share}) must be a share between 0 and 1"
-        );
-    }
     ensure!(
-        o.lora_steps == 0 || o.lora_rank > 0,
-        "--lora-rank must be positive when --lora-steps is set"
+        (0.0..=1.0).contains(&o.draft_shaped),
+        "--draft-shaped ({}) must be a share between 0 and 1",
+        o.draft_shaped
     );
     ensure!(
         o.seq_len.is_multiple_of(32),
@@ -261,7 +185,6 @@ fn check(o: &TrainOptions) -> Result<()> {
 struct Run {
     varmap: VarMap,
     model: Model,
-    cfg: Config,
     state: TrainState,
     opt: AdamW,
     state_path: PathBuf,
@@ -292,20 +215,11 @@ impl Run {
         } else {
             init_weights(&varmap, o, &device)?;
         }
-        let (_, restyle_start) = phase_starts(o);
         let mut opt = AdamW::new(&varmap)?;
         let opt_path = o.state.join("optimizer.safetensors");
-        // A finished base needs no moments (only its adapter phase may be left to
-        // run), nor does the restyle phase's first step (it starts with fresh ones).
-        let in_restyle = o.restyle_steps > 0 && state.step >= restyle_start;
-        if state.step > 0 && state.step < o.steps && !(in_restyle && state.step == restyle_start) {
-            // Adam's step count restarts with the restyle phase's moments.
-            let t = if in_restyle {
-                state.step - restyle_start
-            } else {
-                state.step
-            };
-            if let Err(e) = opt.load(&opt_path, t) {
+        // A finished run needs no moments.
+        if state.step > 0 && state.step < o.steps {
+            if let Err(e) = opt.load(&opt_path, state.step) {
                 note(&format!(
                     "warning: {e:#}; resuming with fresh optimizer moments"
                 ));
@@ -313,21 +227,9 @@ impl Run {
         }
         state.command = command.to_string();
         state.steps = o.steps;
-        // An adapter drafts for the base it was trained on: new base steps discard it.
-        let adapter = o.out.join(draft_lora::DIR);
-        if state.step < o.steps && (state.lora_step > 0 || adapter.exists()) {
-            if adapter.exists() {
-                std::fs::remove_dir_all(&adapter)
-                    .with_context(|| format!("cannot remove the stale {}", adapter.display()))?;
-            }
-            state.lora_step = 0;
-            state.lora_losses.clear();
-            state.lora_elapsed_secs = 0.0;
-        }
         Ok(Self {
             varmap,
             model,
-            cfg,
             state,
             opt,
             state_path,
@@ -335,18 +237,17 @@ impl Run {
         })
     }
 
-    /// The base model's steps through its three phases (`sets`: main, annealing,
-    /// restyle), saved every `checkpoint_every`. False when the time budget ran out
-    /// first.
+    /// The model's steps through its two phases (`sets`: main, annealing), saved every
+    /// `checkpoint_every`, until the last or the time budget.
     fn base(
         &mut self,
         o: &TrainOptions,
-        sets: &[Vec<&[u32]>; 3],
+        sets: &[Vec<&[u32]>; 2],
         progress: &mut impl FnMut(&StepReport),
         note: &mut impl FnMut(&str),
-    ) -> Result<bool> {
+    ) -> Result<()> {
         let device = Device::Cpu;
-        let (main_steps, restyle_start) = phase_starts(o);
+        let main_steps = anneal_start(o);
         let mut order: (usize, usize, Vec<usize>) = (usize::MAX, 0, Vec::new());
         let run_start = Instant::now();
         let elapsed_before = self.state.elapsed_secs;
@@ -356,24 +257,13 @@ impl Run {
             // Phase, its sequences and the step within it.
             let (phase, local) = if step < main_steps {
                 (0, step)
-            } else if step < restyle_start {
-                (1, step - main_steps)
             } else {
-                if step == restyle_start && step > 0 {
-                    // A new phase on reworded answers: moments from the old wording
-                    // would carry its gradients' scale into the first steps.
-                    self.opt = AdamW::new(&self.varmap)?;
-                }
-                (2, step - restyle_start)
+                (1, step - main_steps)
             };
             let batch_seqs = batch_at(&sets[phase], o, phase, local, &mut order);
             let mut rng = Rng::new(o.seed ^ (step as u64).wrapping_mul(0x2545_F491_4F6C_DD1D));
             let block = blocks[step % blocks.len()];
-            let draft_shaped = match phase {
-                0 => 0.0,
-                1 => o.draft_shaped,
-                _ => o.restyle_draft_shaped,
-            };
+            let draft_shaped = if phase == 0 { 0.0 } else { o.draft_shaped };
             let batch = objective::make_batch(
                 &batch_seqs,
                 block,
@@ -402,7 +292,6 @@ impl Run {
                 block,
                 tokens_per_sec: (o.batch * o.seq_len) as f64 * (state.step as f64)
                     / state.elapsed_secs.max(1e-9),
-                draft: None,
             });
             let out_of_time = o.max_minutes.is_some_and(|m| run_secs > m * 60.0);
             if state.step.is_multiple_of(o.checkpoint_every) || state.step == o.steps || out_of_time
@@ -416,10 +305,10 @@ impl Run {
                     "time budget reached at step {}; run the same command to resume",
                     self.state.step
                 ));
-                return Ok(false);
+                return Ok(());
             }
         }
-        Ok(true)
+        Ok(())
     }
 }
 
@@ -476,97 +365,6 @@ fn batch_at<'a>(
         .map(|k| set[order.2[(start + k) % set.len()]])
         .collect()
 }
-
-/// The adapter phase (`draft_lora`): the base, frozen, read back from `o.out`; the
-/// adapter and its optimizer moments saved like the base's, so it resumes too.
-#[allow(clippy::too_many_arguments)]
-fn train_draft_adapter(
-    o: &TrainOptions,
-    cfg: &Config,
-    set: &[&[u32]],
-    state: &mut TrainState,
-    state_path: &Path,
-    progress: &mut impl FnMut(&StepReport),
-    note: &mut impl FnMut(&str),
-) -> Result<()> {
-    let device = Device::Cpu;
-    let shape = draft_lora::Shape {
-        rank: o.lora_rank,
-        alpha: 4.0 * o.lora_rank as f64,
-    };
-    let base = draft_lora::frozen_base(&o.out, cfg, &device)?;
-    let saved = o
-        .out
-        .join(draft_lora::DIR)
-        .join("adapter_model.safetensors");
-    let resume = (state.lora_step > 0).then_some(saved.as_path());
-    let (model, varmap) = draft_lora::build(base, cfg, shape, o.seed, resume)?;
-    let mut opt = AdamW::new(&varmap)?;
-    let opt_path = o.state.join("lora_optimizer.safetensors");
-    if state.lora_step > 0 {
-        note(&format!(
-            "resuming the draft adapter at step {}",
-            state.lora_step
-        ));
-        if let Err(e) = opt.load(&opt_path, state.lora_step) {
-            note(&format!(
-                "warning: {e:#}; resuming with fresh optimizer moments"
-            ));
-        }
-    }
-    let mut order: (usize, usize, Vec<usize>) = (usize::MAX, 0, Vec::new());
-    let run_start = Instant::now();
-    let elapsed_before = state.lora_elapsed_secs;
-    let blocks = [8usize, 16, 32];
-    while state.lora_step < o.lora_steps {
-        let step = state.lora_step;
-        let batch_seqs = batch_at(set, o, 2, step, &mut order);
-        let mut rng = Rng::new(o.seed ^ 0x10FA ^ (step as u64).wrapping_mul(0x2545_F491_4F6C_DD1D));
-        let block = blocks[step % blocks.len()];
-        // Every block as the draft sees it.
-        let batch = objective::make_batch(&batch_seqs, block, MASK_ID, 1.0, &mut rng, &device)?;
-        let (loss, agree) = draft_lora::losses(&model, &batch)?;
-        let loss_v = loss.to_scalar::<f32>()?;
-        let grads = loss.backward()?;
-        let warmup = LORA_WARMUP.min(o.lora_steps / 4);
-        let lr = cosine(step, warmup, o.lora_steps, o.lora_lr, o.lora_lr / 10.0);
-        let norm = opt.step(&grads, lr, 0.0, o.clip)?;
-        state.lora_step += 1;
-        state.lora_losses.push((state.lora_step, loss_v, agree));
-        let run_secs = run_start.elapsed().as_secs_f64();
-        state.lora_elapsed_secs = elapsed_before + run_secs;
-        progress(&StepReport {
-            step: o.steps + state.lora_step,
-            steps: o.steps + o.lora_steps,
-            ar: 0.0,
-            dlm: 0.0,
-            grad_norm: norm,
-            lr,
-            block,
-            tokens_per_sec: (o.batch * o.seq_len) as f64 * state.lora_step as f64
-                / state.lora_elapsed_secs.max(1e-9),
-            draft: Some((loss_v, agree)),
-        });
-        let out_of_time = o.max_minutes.is_some_and(|m| run_secs > m * 60.0);
-        let done = state.lora_step == o.lora_steps;
-        if state.lora_step.is_multiple_of(o.checkpoint_every) || done || out_of_time {
-            draft_lora::save(&o.out, shape, &varmap)?;
-            opt.save(&opt_path)?;
-            std::fs::write(state_path, serde_json::to_string(&*state)?)?;
-        }
-        if out_of_time {
-            note(&format!(
-                "time budget reached at adapter step {}; run the same command to resume",
-                state.lora_step
-            ));
-            break;
-        }
-    }
-    Ok(())
-}
-
-/// Warm-up steps of the adapter phase.
-const LORA_WARMUP: usize = 20;
 
 /// Mean of the last `n` logged (ar, dlm) losses.
 pub fn recent_losses(state: &TrainState, n: usize) -> (f32, f32) {

@@ -90,12 +90,7 @@ fn toy_options(dir: &std::path::Path) -> TrainOptions {
         spec: Spec::toy_trainable(),
         steps: 24,
         anneal_steps: 0,
-        restyle_steps: 0,
         draft_shaped: 0.25,
-        restyle_draft_shaped: 0.5,
-        lora_steps: 0,
-        lora_rank: 4,
-        lora_lr: 5e-3,
         batch: 4,
         seq_len: 64,
         lr: 5e-3,
@@ -144,54 +139,21 @@ fn toy_training_lowers_the_loss_and_resumes() {
     assert_eq!(g.tokens.len(), 8);
 }
 
-/// The adapter phase trains a `linear_spec_lora/` that loads with the model and drafts
-/// closer to the verifier than the base does, resumes, and is discarded when the base
-/// trains on.
+/// A run is its seed's: the same options elsewhere give the same losses (the weights'
+/// draws do not follow a hash map's order or the device's generator).
 #[test]
-fn toy_adapter_phase_drafts_the_verifiers_choices() {
-    let tmp = tempfile::tempdir().unwrap();
-    let mut o = TrainOptions {
-        lora_steps: 9,
-        ..toy_options(tmp.path())
+fn toy_training_is_its_seeds() {
+    let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let run = |dir: &std::path::Path| {
+        let o = TrainOptions {
+            steps: 12,
+            ..toy_options(dir)
+        };
+        trainer::train(&o, "test", |_| {}, |_| {}).unwrap().losses
     };
-    let first = trainer::train(&o, "test", |_| {}, |_| {}).unwrap();
-    assert_eq!((first.step, first.lora_step), (24, 9));
-    // A run is its seed's: the same options elsewhere give the same losses (the
-    // weights' draws do not follow a hash map's order or the device's generator).
-    let again = tempfile::tempdir().unwrap();
-    let elsewhere = TrainOptions {
-        out: again.path().join("model"),
-        state: again.path().join("state"),
-        ..o.clone()
-    };
-    let same = trainer::train(&elsewhere, "test", |_| {}, |_| {}).unwrap();
-    assert_eq!(same.losses, first.losses);
-    assert_eq!(same.lora_losses, first.lora_losses);
-    o.lora_steps = 30;
-    let mut reports = Vec::new();
-    let state = trainer::train(&o, "test", |r| reports.push(*r), |_| {}).unwrap();
-    assert_eq!(state.lora_step, 30, "resumed from adapter step 9");
-    assert_eq!(reports.len(), 21, "only the adapter steps ran again");
-    assert!(reports.iter().all(|r| r.draft.is_some()));
-    // Steps rotate block sizes 8, 16, 32: compare whole rotations.
-    let loss =
-        |r: std::ops::Range<usize>| -> f32 { state.lora_losses[r].iter().map(|l| l.1).sum() };
-    let (start, end) = (loss(0..3), loss(27..30));
-    assert!(end < start, "draft loss {start} -> {end}");
-
-    let files = ModelSource::Local(o.out.clone()).resolve().unwrap();
-    assert!(files.lora_dir.is_some());
-    let (m, _) = model::load(&files, &Device::Cpu, model::LoadOptions::default()).unwrap();
-    assert!(m.has_lora());
-
-    o.steps = 27;
-    o.lora_steps = 0;
-    let state = trainer::train(&o, "test", |_| {}, |_| {}).unwrap();
-    assert_eq!((state.step, state.lora_step), (27, 0));
-    assert!(
-        !o.out.join("linear_spec_lora").exists(),
-        "stale adapter removed"
-    );
+    let first = run(one.path());
+    assert_eq!(first.len(), 12);
+    assert_eq!(first, run(two.path()));
 }
 
 /// The annealing phase switches to its own stream and schedule: the learning rate
@@ -203,7 +165,6 @@ fn toy_training_anneals_with_its_own_stream_and_schedule() {
     let o = TrainOptions {
         steps: 48,
         anneal_steps: 24,
-        restyle_steps: 0,
         exchanges: 600,
         checkpoint_every: 24,
         ..toy_options(tmp.path())
@@ -240,54 +201,10 @@ fn toy_training_anneals_with_its_own_stream_and_schedule() {
     );
     let bad = TrainOptions {
         anneal_steps: 44,
-        restyle_steps: 0,
         ..o
     };
     let err = trainer::train(&bad, "test", |_| {}, |_| {}).unwrap_err();
     assert!(format!("{err}").contains("--anneal-steps (44)"), "{err}");
-}
-
-/// The restyle phase follows the annealing one on its own stream (reworded answers)
-/// and schedule: a re-warm to `RESTYLE_PEAK`, the floor at the last step.
-#[test]
-fn toy_training_restyles_after_annealing() {
-    let tmp = tempfile::tempdir().unwrap();
-    let o = TrainOptions {
-        steps: 36,
-        anneal_steps: 12,
-        restyle_steps: 12,
-        exchanges: 600,
-        checkpoint_every: 36,
-        ..toy_options(tmp.path())
-    };
-    assert_eq!(trainer::phase_starts(&o), (12, 24));
-    let lr: Vec<f64> = (0..36).map(|s| trainer::lr_at(s, &o)).collect();
-    let peak = 5e-3 * trainer::RESTYLE_PEAK;
-    assert!(lr[24] < peak / 2.0, "the restyle phase warms up {lr:?}");
-    assert!((lr[29] - peak).abs() < 1e-12, "restyle peak {lr:?}");
-    assert!(
-        (lr[35] - 5e-4).abs() < 1e-4,
-        "restyle ends near the floor {lr:?}"
-    );
-    let mut notes = Vec::new();
-    let state = trainer::train(&o, "test", |_| {}, |n| notes.push(n.to_string())).unwrap();
-    assert_eq!(state.step, 36);
-    assert!(state
-        .losses
-        .iter()
-        .all(|l| l.1.is_finite() && l.2.is_finite()));
-    assert!(
-        notes
-            .iter()
-            .any(|n| n.starts_with("restyle stream for 12 steps")),
-        "{notes:?}"
-    );
-    let bad = TrainOptions {
-        restyle_steps: 20,
-        ..o
-    };
-    let err = trainer::train(&bad, "test", |_| {}, |_| {}).unwrap_err();
-    assert!(format!("{err}").contains("--restyle-steps (20)"), "{err}");
 }
 
 /// The bundled model: NLD names and fields, and a chat answer that ends with eos.

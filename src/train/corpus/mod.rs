@@ -14,7 +14,6 @@ mod code;
 pub mod first;
 mod math;
 mod qa;
-mod style;
 
 use serde::{Deserialize, Serialize};
 
@@ -139,20 +138,6 @@ pub fn generate_anneal(
     exclude: &std::collections::HashSet<String>,
 ) -> Vec<Exchange> {
     stream(anneal_exchange, seed, n, exclude)
-}
-
-/// `n` exchanges of the restyle stream (the last `--restyle-steps` of training): the
-/// annealing mix, held out as it is, with each answer's wording varied
-/// (`style::vary`).
-pub fn generate_restyle(
-    seed: u64,
-    n: usize,
-    exclude: &std::collections::HashSet<String>,
-) -> Vec<Exchange> {
-    generate_anneal(seed, n, exclude)
-        .into_iter()
-        .map(style::vary)
-        .collect()
 }
 
 fn stream(
