@@ -1,15 +1,23 @@
-//! The JSON files specscope writes and reads back, one type each: the command that
-//! writes a file serializes this type and `plot` and the tests deserialize the same
-//! one, so a renamed field breaks the build or the test here, not a reader in another
-//! module. (The cost model reads a profile's latencies as `engine::cost::Profile`,
+//! The JSON files specscope writes and reads back, one type each (`bench`, `profile`,
+//! `eval`, `run`, `check`, `ui-bench`, `inspect`): the command that writes a file
+//! serializes this type and `plot` and the tests deserialize the same one, so a renamed
+//! field breaks the build or the test here, not a reader in another module. (The cost model reads a profile's latencies as `engine::cost::Profile`,
 //! which `ProfileDoc::profile` gives; the test below holds the two together.) Their
 //! format versions live here too. A recording is `trace`'s: it is written event by
 //! event.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
+use crate::bench::acceptance::AcceptanceReport;
 use crate::bench::sweep::BenchResult;
 use crate::engine::cost::{CostModel, Profile, ProfilePoint};
+use crate::engine::events::StopReason;
+use crate::engine::events::{keyed, BranchCount};
+use crate::engine::options::{Blocks, DecodeOptions};
+use crate::engine::overlap::BranchKind;
+use crate::model::config::RopeParameters;
 use crate::Provenance;
 
 /// Version of `bench --json`'s layout (a field added keeps it; one renamed or removed
@@ -17,8 +25,30 @@ use crate::Provenance;
 /// 2: each result carries its configuration's `options` and `batching`.
 pub const BENCH_VERSION: u32 = 2;
 
-/// Version of `eval --json`'s layout (as `BENCH_VERSION`).
+/// Versions of the other documents' layouts (as `BENCH_VERSION`).
 pub const EVAL_VERSION: u32 = 1;
+pub const RUN_VERSION: u32 = 1;
+pub const CHECK_VERSION: u32 = 1;
+pub const UI_BENCH_VERSION: u32 = 1;
+pub const INSPECT_VERSION: u32 = 1;
+
+/// A document's name and layout version, the first fields of every file but a bench's
+/// and a profile's (which predate it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Format {
+    /// "specscope-eval", "specscope-run", …
+    pub format: String,
+    pub format_version: u32,
+}
+
+impl Format {
+    pub fn new(name: &str, version: u32) -> Self {
+        Self {
+            format: format!("specscope-{name}"),
+            format_version: version,
+        }
+    }
+}
 
 /// `specscope bench --json`: every result with what produced it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -104,6 +134,233 @@ impl ProfileDoc {
             points: self.points.iter().map(|p| p.point.clone()).collect(),
         }
     }
+}
+
+/// `specscope eval --json`: the acceptance report.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EvalDoc {
+    #[serde(flatten)]
+    pub format: Format,
+    #[serde(flatten)]
+    pub report: AcceptanceReport,
+}
+
+/// `specscope run --json`: one answer and what decoding it took.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunDoc {
+    #[serde(flatten)]
+    pub format: Format,
+    pub model: String,
+    /// Where the acceptance figures come from (measured, or the simulator's label).
+    pub acceptance: String,
+    /// The hub commit the files came from, if they came from the hub.
+    pub commit: Option<String>,
+    pub options: DecodeOptions,
+    pub label: String,
+    pub block_policy: Blocks,
+    pub prompt_tokens: Vec<u32>,
+    pub tokens: Vec<u32>,
+    pub text: String,
+    pub stop: StopReason,
+    pub stats: RunStats,
+    /// What the logits statistics read into host memory (prefill included).
+    pub host_reads: HostReadsDoc,
+    pub signals_kernel: String,
+}
+
+/// A run's counts and rates.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunStats {
+    pub prompt_len: usize,
+    pub new_tokens: usize,
+    pub decode_tokens: usize,
+    pub rounds: usize,
+    pub forwards: RunForwards,
+    /// Block diffusion (not lossless) only.
+    pub diffusion: Option<DiffusionAgreement>,
+    pub rows_per_forward: f64,
+    pub query_tokens_per_forward: f64,
+    pub tpf: f64,
+    pub mean_acceptance: f64,
+    pub acceptance_histogram: Vec<usize>,
+    /// Rounds per block size.
+    #[serde(with = "keyed")]
+    pub blocks: BTreeMap<usize, usize>,
+    /// Branch rows built and reused by kind, and the share of rounds a branch hit
+    /// (RecGuide's overlap only).
+    pub branches: Option<BranchCounts>,
+    pub branch_hit_rate: Option<f64>,
+    pub prefill_secs: f64,
+    pub decode_secs: f64,
+    pub tokens_per_sec: f64,
+}
+
+/// Branch rows by kind.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BranchCounts(#[serde(with = "keyed")] pub BTreeMap<BranchKind, BranchCount>);
+
+/// A run's decode forwards by phase.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunForwards {
+    pub draft: usize,
+    pub verify: usize,
+    pub fused: usize,
+    pub denoise: usize,
+    pub refresh: usize,
+    pub decode_total: usize,
+    pub saved_drafts: usize,
+}
+
+/// How many of a diffusion answer's tokens AR would have emitted at their position,
+/// and where the first one it would not is.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DiffusionAgreement {
+    pub ar_agreement: f64,
+    pub ar_agree: usize,
+    pub ar_judged: usize,
+    pub first_divergence: Option<usize>,
+}
+
+/// Bytes the logits statistics read into host memory.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HostReadsDoc {
+    /// Which code read them (the fused kernel or the tensor path).
+    pub path: String,
+    pub bytes: u64,
+    pub positions: u64,
+    pub bytes_per_position: f64,
+    pub bytes_per_round: f64,
+}
+
+/// `specscope check --json`: each check and whether all passed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CheckDoc {
+    #[serde(flatten)]
+    pub format: Format,
+    pub model: String,
+    pub device: String,
+    pub dtype: String,
+    pub prompts: usize,
+    pub passed: bool,
+    pub checks: Vec<CheckOutcome>,
+    pub provenance: Option<Provenance>,
+}
+
+/// One check's outcome.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CheckOutcome {
+    pub name: String,
+    pub passed: bool,
+    pub detail: String,
+}
+
+/// `specscope ui-bench --json`: the screen's cost to decoding, its frame times and key
+/// latencies.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct UiBenchDoc {
+    #[serde(flatten)]
+    pub format: Format,
+    pub requests: usize,
+    pub recording: bool,
+    pub repeats: usize,
+    pub tokens: usize,
+    /// The screen's answers are the headless ones, text for text.
+    pub identical_output: bool,
+    /// Decode seconds of each pass, headless and with the screen.
+    pub headless_secs: Vec<f64>,
+    pub screen_secs: Vec<f64>,
+    pub throughput_ratio_screen_vs_headless: f64,
+    /// Enough decoding per side for the ratio to mean something.
+    pub ratio_reliable: bool,
+    pub ratio_per_pass: Vec<f64>,
+    pub throughput_ratio_with_keys_pressed: f64,
+    pub frames_live: usize,
+    pub frame_ms_live: Spread,
+    pub frame_ms_demo_full: Spread,
+    pub key_to_frame_ms: KeyLatency,
+    /// "WxH".
+    pub size: String,
+}
+
+/// Mean, 99th percentile and maximum of some ms.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct Spread {
+    pub mean: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+/// Key presses timed to the frame that showed them.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct KeyLatency {
+    pub keys: usize,
+    #[serde(flatten)]
+    pub ms: Spread,
+}
+
+/// `specscope inspect`: a checkpoint's config, weights and its first predictions.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct InspectDoc {
+    #[serde(flatten)]
+    pub format: Format,
+    pub model: String,
+    pub commit: Option<String>,
+    pub device: String,
+    pub config: InspectConfig,
+    pub weights: InspectWeights,
+    pub prompt_tokens: Vec<u32>,
+    /// The next token after the prompt (AR).
+    pub causal: Predicted,
+    /// A block of masks after the prompt (the draft).
+    pub bidirectional: InspectBlock,
+}
+
+/// The config fields that decide the geometry and the special tokens.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct InspectConfig {
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    pub num_key_value_heads: usize,
+    pub head_dim: usize,
+    pub rope: RopeParameters,
+    pub mask_token_id: u32,
+    pub eos_token_id: Vec<u32>,
+}
+
+/// What loading found in the weight files.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct InspectWeights {
+    pub tensors: usize,
+    pub file_dtypes: Vec<String>,
+    pub unexpected: Vec<String>,
+    pub lora: bool,
+}
+
+/// A drafted block's predictions.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct InspectBlock {
+    pub block: usize,
+    /// The draft adapter drafted it.
+    pub lora: bool,
+    pub positions: Vec<Predicted>,
+}
+
+/// The largest logits at one position.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Predicted {
+    pub position: usize,
+    pub top: Vec<TopLogit>,
+}
+
+/// One of the largest logits: the token, its logit and its text.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TopLogit {
+    pub id: u32,
+    /// `null` would mean a non-finite logit, which `inspect` refuses first.
+    pub logit: f32,
+    pub text: String,
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use anyhow::Result;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::prompts::BenchPrompt;
 use crate::engine::events::{count_in, round_records};
@@ -13,7 +13,7 @@ use crate::engine::{generate_ar, Blocks, DecodeOptions, Mode, Scheduler, Submit,
 use crate::model::TextTokenizer;
 
 /// AR greedy answers.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ArReport {
     pub prompts: usize,
     pub mean_answer_tokens: f64,
@@ -28,7 +28,7 @@ pub struct ArReport {
 }
 
 /// How well answers follow their prompts.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Quality {
     pub prompts: usize,
     /// Prompts with strings a faithful answer contains (`expect`).
@@ -73,7 +73,7 @@ pub fn answer_faithful(p: &BenchPrompt, text: &str) -> Option<bool> {
 }
 
 /// LinearSS rounds at one block size.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct BlockReport {
     pub block: usize,
     pub rounds: usize,
@@ -106,7 +106,7 @@ pub struct BlockReport {
 }
 
 /// Draft positions the verifier judged whose top probability lies in `[from, to)`.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ConfidenceBand {
     pub from: f32,
     pub to: f32,
@@ -158,7 +158,7 @@ pub fn reliability(judged: &[(f32, bool, bool)]) -> (Vec<ConfidenceBand>, f64) {
 }
 
 /// Everything `specscope eval` reports.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct AcceptanceReport {
     pub ar: ArReport,
     pub blocks: Vec<BlockReport>,

@@ -16,7 +16,6 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use candle_core::{Device, D};
 use clap::Args;
-use serde::Serialize;
 
 use specscope::bench::prompts::BenchPrompt;
 use specscope::bench::sweep::{configs, run_config, Config};
@@ -25,6 +24,7 @@ use specscope::engine::options::DecodeOptions;
 use specscope::engine::overlap::RowTable;
 use specscope::engine::policy::SurvivalTables;
 use specscope::engine::signals;
+use specscope::files;
 use specscope::model::{self, kernels, AttnRule, LogitSel, Model, Row, RowBatch};
 
 use super::{ModelArgs, PromptFileArgs};
@@ -64,12 +64,7 @@ fn share(s: &str) -> Result<f64, String> {
 }
 
 /// One check's outcome.
-#[derive(Debug, Clone, Serialize)]
-struct Outcome {
-    name: &'static str,
-    passed: bool,
-    detail: String,
-}
+type Outcome = files::CheckOutcome;
 
 /// `(agreeing positions, positions, first disagreement as "prompt k, token i")`.
 fn agreement(
@@ -140,7 +135,7 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
     // The fused kernel: one signals call on the device runs its self-check.
     if matches!(loaded.device, Device::Cpu) {
         outcomes.push(Outcome {
-            name: "kernel",
+            name: "kernel".into(),
             passed: true,
             detail: "not used on the CPU (nothing to check)".into(),
         });
@@ -149,7 +144,7 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
         let probe = candle_core::Tensor::randn(0f32, 3.0, (8, v), &loaded.device)?;
         signals::signals(&probe, model::synthetic::MASK_ID)?;
         outcomes.push(Outcome {
-            name: "kernel",
+            name: "kernel".into(),
             passed: kernels::state() == kernels::KernelState::Passed,
             detail: kernels::describe(),
         });
@@ -170,7 +165,7 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
         agreement(checkpoint, cpu.checkpoint("check")?.0, &prompts, &answers)?;
     let share = same as f64 / total.max(1) as f64;
     outcomes.push(Outcome {
-        name: "agreement",
+        name: "agreement".into(),
         passed: total > 0 && share >= args.min_agreement,
         detail: format!(
             "top-1 {same}/{total} = {share:.4} (at least {} required){}",
@@ -196,7 +191,7 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
         }
         let same_as_cpu = ar_out.as_ref() == Some(&answers);
         outcomes.push(Outcome {
-            name: "lossless",
+            name: "lossless".into(),
             passed: wrong.is_empty(),
             detail: format!(
                 "C={c}: {} of {} modes emit AR's tokens{}; AR's answers {} the CPU's",
@@ -211,7 +206,6 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
             ),
         });
     }
-
     for o in &outcomes {
         outln!(
             "{:<10} {}  {}",
@@ -220,20 +214,20 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
             o.detail
         );
     }
-    let passed = outcomes.iter().all(|o| o.passed);
+    let doc = files::CheckDoc {
+        format: files::Format::new("check", files::CHECK_VERSION),
+        model: loaded.files.label.clone(),
+        device: loaded.device_name().to_string(),
+        dtype: format!("{:?}", checkpoint.dtype()),
+        prompts: prompts.len(),
+        passed: outcomes.iter().all(|o| o.passed),
+        checks: outcomes,
+        provenance: Some(specscope::Provenance::here()),
+    };
     if let Some(path) = &args.json {
-        let out = serde_json::json!({
-            "model": loaded.files.label,
-            "device": loaded.device_name(),
-            "dtype": format!("{:?}", checkpoint.dtype()),
-            "prompts": prompts.len(),
-            "passed": passed,
-            "checks": outcomes,
-            "provenance": specscope::Provenance::here(),
-        });
-        specscope::output::write_whole(path, &serde_json::to_string_pretty(&out)?)?;
+        specscope::output::write_whole(path, &serde_json::to_string_pretty(&doc)?)?;
     }
-    Ok(if passed {
+    Ok(if doc.passed {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

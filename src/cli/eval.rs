@@ -6,6 +6,7 @@ use anyhow::Result;
 use clap::Args;
 
 use specscope::bench::acceptance::evaluate;
+use specscope::files;
 
 use super::ModelArgs;
 
@@ -148,16 +149,10 @@ pub fn run(a: EvalArgs) -> Result<()> {
         }
     }
     if let Some(p) = &a.json {
-        // The report's fields, after a format name and version readers can check.
-        let mut out = serde_json::json!({
-            "format": "specscope-eval",
-            "format_version": specscope::files::EVAL_VERSION,
-        });
-        if let (Some(o), serde_json::Value::Object(r)) =
-            (out.as_object_mut(), serde_json::to_value(&rep)?)
-        {
-            o.extend(r);
-        }
+        let out = files::EvalDoc {
+            format: files::Format::new("eval", files::EVAL_VERSION),
+            report: rep,
+        };
         specscope::output::write_whole(p, &serde_json::to_string_pretty(&out)?)?;
     }
     Ok(())

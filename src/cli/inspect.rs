@@ -3,7 +3,7 @@
 use anyhow::{ensure, Result};
 use candle_core::Tensor;
 use clap::Args;
-use serde_json::{json, Value};
+use specscope::files;
 
 use specscope::model::{AttnRule, LogitSel, Row, RowBatch, TextTokenizer};
 
@@ -24,23 +24,32 @@ pub struct InspectArgs {
     pub block: usize,
 }
 
-/// The `k` largest logits of a (vocab,) row as `[{id, logit, text}]`.
-fn top_k(logits: &Tensor, k: usize, tok: &TextTokenizer) -> Result<Value> {
+/// The `k` largest logits of a (vocab,) row at `position`.
+fn top_k(
+    logits: &Tensor,
+    position: usize,
+    k: usize,
+    tok: &TextTokenizer,
+) -> Result<files::Predicted> {
     let v: Vec<f32> = logits.to_vec1()?;
-    // As decoding refuses them: a NaN or infinite logit (written as JSON `null`) means
-    // weights or config numbers that cannot be used.
+    // As decoding refuses them: a NaN or infinite logit means weights or config
+    // numbers that cannot be used.
     ensure!(
         v.iter().all(|x| x.is_finite()),
         "the model produced non-finite logits (NaN or infinity): its weights (the draft adapter's too) hold NaN/inf values, or config.json's numbers are unusable"
     );
     let mut idx: Vec<usize> = (0..v.len()).collect();
     idx.sort_by(|&a, &b| v[b].total_cmp(&v[a]).then(a.cmp(&b)));
-    Ok(Value::Array(
-        idx.into_iter()
-            .take(k)
-            .map(|i| json!({"id": i, "logit": v[i], "text": tok.token_text(i as u32)}))
-            .collect(),
-    ))
+    let top = idx
+        .into_iter()
+        .take(k)
+        .map(|i| files::TopLogit {
+            id: i as u32,
+            logit: v[i],
+            text: tok.token_text(i as u32),
+        })
+        .collect();
+    Ok(files::Predicted { position, top })
 }
 
 pub fn run(args: InspectArgs) -> Result<()> {
@@ -70,40 +79,39 @@ pub fn run(args: InspectArgs) -> Result<()> {
     }
     let bidi = model.forward(&RowBatch::single(block), &mut [&mut cache])?;
     let positions = (0..args.block)
-        .map(|i| {
-            Ok(json!({
-                "position": prompt.len() + i,
-                "top": top_k(&bidi[0].get(i)?, args.top_k, tok)?,
-            }))
-        })
+        .map(|i| top_k(&bidi[0].get(i)?, prompt.len() + i, args.top_k, tok))
         .collect::<Result<Vec<_>>>()?;
-    let out = json!({
-        "model": loaded.files.label,
-        "commit": loaded.files.commit,
-        "device": format!("{:?}", loaded.device),
-        "config": {
-            "vocab_size": cfg.vocab_size, "hidden_size": cfg.hidden_size,
-            "num_hidden_layers": cfg.num_hidden_layers, "num_attention_heads": cfg.num_attention_heads,
-            "num_key_value_heads": cfg.num_kv_heads(), "head_dim": cfg.head_dim(),
-            "rope": cfg.rope(), "mask_token_id": mask, "eos_token_id": cfg.eos_token_ids(),
+    let causal = top_k(&causal[0].get(0)?, prompt.len() - 1, args.top_k, tok)?;
+    let out = files::InspectDoc {
+        format: files::Format::new("inspect", files::INSPECT_VERSION),
+        model: loaded.files.label.clone(),
+        commit: loaded.files.commit.clone(),
+        device: format!("{:?}", loaded.device),
+        config: files::InspectConfig {
+            vocab_size: cfg.vocab_size,
+            hidden_size: cfg.hidden_size,
+            num_hidden_layers: cfg.num_hidden_layers,
+            num_attention_heads: cfg.num_attention_heads,
+            num_key_value_heads: cfg.num_kv_heads(),
+            head_dim: cfg.head_dim(),
+            rope: cfg.rope(),
+            mask_token_id: mask,
+            eos_token_id: cfg.eos_token_ids(),
         },
-        "weights": {
-            "tensors": report.tensors,
-            "file_dtypes": report.file_dtypes,
-            "unexpected": report.unexpected,
-            "lora": report.lora,
+        weights: files::InspectWeights {
+            tensors: report.tensors,
+            file_dtypes: report.file_dtypes.clone(),
+            unexpected: report.unexpected.clone(),
+            lora: report.lora,
         },
-        "prompt_tokens": prompt,
-        "causal": {
-            "position": prompt.len() - 1,
-            "top": top_k(&causal[0].get(0)?, args.top_k, tok)?,
+        prompt_tokens: prompt,
+        causal,
+        bidirectional: files::InspectBlock {
+            block: args.block,
+            lora: model.has_lora(),
+            positions,
         },
-        "bidirectional": {
-            "block": args.block,
-            "lora": model.has_lora(),
-            "positions": positions,
-        },
-    });
+    };
     outln!("{}", serde_json::to_string_pretty(&out)?);
     Ok(())
 }

@@ -4,7 +4,7 @@ use std::io::Write;
 
 use anyhow::Result;
 use clap::Args;
-use serde_json::json;
+use specscope::files;
 
 use specscope::engine::{DecodeEvent, EventSink, Submit};
 
@@ -48,7 +48,6 @@ impl<W: Write> EventSink for StreamSink<W> {
 pub fn run(args: RunArgs) -> Result<()> {
     let options = args.decode.options()?;
     let pricing = args.decode.cost.pricing()?;
-    let options_json = serde_json::to_value(&options)?;
     let loaded = args.model.load()?;
     let prompt = args.prompt.encode(&loaded.tokenizer)?;
     let mut sched = loaded.scheduler(&pricing);
@@ -57,7 +56,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     let overlap = options.overlap_on();
     let submit = Submit {
         prompt: prompt.clone(),
-        options,
+        options: options.clone(),
         family: None,
     };
     let reads = specscope::engine::signals::HostReads::now();
@@ -133,65 +132,60 @@ pub fn run(args: RunArgs) -> Result<()> {
     }
     let per_forward =
         |x: usize| specscope::engine::events::ratio(x as f64, t.decode_forwards() as f64);
-    let out = json!({
-        "model": loaded.files.label,
-        "acceptance": loaded.acceptance(),
-        "commit": loaded.files.commit,
-        "options": options_json,
-        "label": label,
-        "block_policy": policy,
-        "prompt_tokens": prompt,
-        "tokens": f.tokens,
-        "text": f.text,
-        "stop": f.stop,
-        "stats": {
-            "prompt_len": st.prompt_tokens,
-            "new_tokens": t.new_tokens,
-            "decode_tokens": t.decode_tokens,
-            "rounds": t.rounds,
-            "forwards": {
-                "draft": t.draft_forwards,
-                "verify": t.verify_forwards,
-                "fused": t.fused_forwards,
-                "denoise": t.denoise_forwards,
-                "refresh": t.refresh_forwards,
-                "decode_total": t.decode_forwards(),
-                "saved_drafts": t.saved_drafts,
-            },
-            // Block diffusion (not lossless): how many of its tokens AR would have
-            // emitted at their position, and where the first one it would not is.
-            "diffusion": if t.refresh_forwards > 0 {
-                json!({
-                    "ar_agreement": t.ar_agreement(),
-                    "ar_agree": t.ar_agree,
-                    "ar_judged": t.ar_judged,
-                    "first_divergence": st.first_divergence,
-                })
-            } else {
-                serde_json::Value::Null
-            },
-            "rows_per_forward": per_forward(t.rows),
-            "query_tokens_per_forward": per_forward(t.query_tokens),
-            "tpf": t.tpf(),
-            "mean_acceptance": t.mean_accept(),
-            "acceptance_histogram": t.accept_hist,
-            "blocks": t.blocks.iter().map(|(b, n)| (b.to_string(), *n)).collect::<std::collections::BTreeMap<_, _>>(),
-            "branches": if overlap { serde_json::to_value(t)?["branches"].clone() } else { serde_json::Value::Null },
-            "branch_hit_rate": if overlap { json!(t.hit_rate()) } else { serde_json::Value::Null },
-            "prefill_secs": st.prefill_secs,
-            "decode_secs": st.decode_secs,
-            "tokens_per_sec": st.tokens_per_sec(),
+    let stats = files::RunStats {
+        prompt_len: st.prompt_tokens,
+        new_tokens: t.new_tokens,
+        decode_tokens: t.decode_tokens,
+        rounds: t.rounds,
+        forwards: files::RunForwards {
+            draft: t.draft_forwards,
+            verify: t.verify_forwards,
+            fused: t.fused_forwards,
+            denoise: t.denoise_forwards,
+            refresh: t.refresh_forwards,
+            decode_total: t.decode_forwards(),
+            saved_drafts: t.saved_drafts,
         },
-        // What the logits statistics read into host memory (prefill included).
-        "host_reads": {
-            "path": specscope::engine::signals::path(&loaded.device),
-            "bytes": reads.bytes,
-            "positions": reads.positions,
-            "bytes_per_position": reads.per_position(),
-            "bytes_per_round": specscope::engine::events::ratio(reads.bytes as f64, t.rounds as f64),
+        diffusion: (t.refresh_forwards > 0).then(|| files::DiffusionAgreement {
+            ar_agreement: t.ar_agreement(),
+            ar_agree: t.ar_agree,
+            ar_judged: t.ar_judged,
+            first_divergence: st.first_divergence,
+        }),
+        rows_per_forward: per_forward(t.rows),
+        query_tokens_per_forward: per_forward(t.query_tokens),
+        tpf: t.tpf(),
+        mean_acceptance: t.mean_accept(),
+        acceptance_histogram: t.accept_hist.clone(),
+        blocks: t.blocks.clone(),
+        branches: overlap.then(|| files::BranchCounts(t.branches.clone())),
+        branch_hit_rate: overlap.then(|| t.hit_rate()),
+        prefill_secs: st.prefill_secs,
+        decode_secs: st.decode_secs,
+        tokens_per_sec: st.tokens_per_sec(),
+    };
+    let out = files::RunDoc {
+        format: files::Format::new("run", files::RUN_VERSION),
+        model: loaded.files.label.clone(),
+        acceptance: loaded.acceptance().to_string(),
+        commit: loaded.files.commit.clone(),
+        options,
+        label,
+        block_policy: policy,
+        prompt_tokens: prompt,
+        tokens: f.tokens.clone(),
+        text: f.text.clone(),
+        stop: f.stop,
+        stats,
+        host_reads: files::HostReadsDoc {
+            path: specscope::engine::signals::path(&loaded.device).to_string(),
+            bytes: reads.bytes,
+            positions: reads.positions,
+            bytes_per_position: reads.per_position(),
+            bytes_per_round: specscope::engine::events::ratio(reads.bytes as f64, t.rounds as f64),
         },
-        "signals_kernel": specscope::model::kernels::describe(),
-    });
+        signals_kernel: specscope::model::kernels::describe(),
+    };
     outln!("{}", serde_json::to_string_pretty(&out)?);
     Ok(())
 }

@@ -16,7 +16,7 @@ use ratatui::backend::{Backend, ClearType, TestBackend, WindowSize};
 use ratatui::buffer::Cell as BufCell;
 use ratatui::layout::{Position, Size};
 use ratatui::Terminal;
-use serde_json::json;
+use specscope::files;
 
 use specscope::bench::prompts::per_family;
 use specscope::engine::cost::Pricing;
@@ -71,6 +71,15 @@ fn mean(v: &[f64]) -> f64 {
         0.0
     } else {
         v.iter().sum::<f64>() / v.len() as f64
+    }
+}
+
+/// Mean, 99th percentile and maximum.
+fn spread(v: &[f64]) -> files::Spread {
+    files::Spread {
+        mean: mean(v),
+        p99: pct(v.to_vec(), 0.99),
+        max: pct(v.to_vec(), 1.0),
     }
 }
 
@@ -486,24 +495,28 @@ fn report(
                 .map(|(_, end)| (*end - *t).as_secs_f64() * 1e3)
         })
         .collect();
-    let out = json!({
-        "requests": total,
-        "recording": args.record,
-        "repeats": repeats,
-        "tokens": tokens,
-        "identical_output": same,
-        "headless_secs": head_secs,
-        "screen_secs": screen_secs,
-        "throughput_ratio_screen_vs_headless": ratio,
-        "ratio_reliable": watch_head >= RELIABLE_SECS,
-        "ratio_per_pass": ratios[..repeats],
-        "throughput_ratio_with_keys_pressed": key_ratio,
-        "frames_live": live_frames.len(),
-        "frame_ms_live": {"mean": mean(&live_frames), "p99": pct(live_frames.clone(), 0.99), "max": pct(live_frames, 1.0)},
-        "frame_ms_demo_full": {"mean": mean(static_frames), "p99": pct(static_frames.to_vec(), 0.99), "max": pct(static_frames.to_vec(), 1.0)},
-        "key_to_frame_ms": {"keys": latencies.len(), "mean": mean(&latencies), "p99": pct(latencies.clone(), 0.99), "max": pct(latencies, 1.0)},
-        "size": format!("{w}x{h}"),
-    });
+    let out = files::UiBenchDoc {
+        format: files::Format::new("ui-bench", files::UI_BENCH_VERSION),
+        requests: total,
+        recording: args.record,
+        repeats,
+        tokens,
+        identical_output: same,
+        headless_secs: head_secs.clone(),
+        screen_secs: screen_secs.clone(),
+        throughput_ratio_screen_vs_headless: ratio,
+        ratio_reliable: watch_head >= RELIABLE_SECS,
+        ratio_per_pass: ratios[..repeats].to_vec(),
+        throughput_ratio_with_keys_pressed: key_ratio,
+        frames_live: live_frames.len(),
+        frame_ms_live: spread(&live_frames),
+        frame_ms_demo_full: spread(static_frames),
+        key_to_frame_ms: files::KeyLatency {
+            keys: latencies.len(),
+            ms: spread(&latencies),
+        },
+        size: format!("{w}x{h}"),
+    };
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
@@ -531,18 +544,18 @@ fn report(
     }
     outln!(
         "frames at {w}x{h}: live {} drawn, mean {:.2} ms, p99 {:.2} ms; full demo screen mean {:.2} ms, p99 {:.2} ms",
-        out["frames_live"],
-        out["frame_ms_live"]["mean"].as_f64().unwrap_or(0.0),
-        out["frame_ms_live"]["p99"].as_f64().unwrap_or(0.0),
-        out["frame_ms_demo_full"]["mean"].as_f64().unwrap_or(0.0),
-        out["frame_ms_demo_full"]["p99"].as_f64().unwrap_or(0.0),
+        out.frames_live,
+        out.frame_ms_live.mean,
+        out.frame_ms_live.p99,
+        out.frame_ms_demo_full.mean,
+        out.frame_ms_demo_full.p99,
     );
     outln!(
         "keys while decoding: {} sent, key → frame mean {:.1} ms, p99 {:.1} ms, max {:.1} ms",
-        out["key_to_frame_ms"]["keys"],
-        out["key_to_frame_ms"]["mean"].as_f64().unwrap_or(0.0),
-        out["key_to_frame_ms"]["p99"].as_f64().unwrap_or(0.0),
-        out["key_to_frame_ms"]["max"].as_f64().unwrap_or(0.0),
+        out.key_to_frame_ms.keys,
+        out.key_to_frame_ms.ms.mean,
+        out.key_to_frame_ms.ms.p99,
+        out.key_to_frame_ms.ms.max,
     );
     Ok(())
 }

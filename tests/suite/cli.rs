@@ -6,6 +6,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use crate::common::checkpoint;
+use specscope::files;
 use specscope::model::synthetic::{self, Spec};
 
 fn specscope(args: &[&str]) -> Command {
@@ -51,23 +52,20 @@ fn run_json_generates_and_reports_stats() {
         "--json",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let tokens = v["tokens"].as_array().unwrap();
+    // Read with the type `run` writes it with.
+    let v: files::RunDoc = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v.format, files::Format::new("run", files::RUN_VERSION));
+    let tokens = &v.tokens;
     assert!(!tokens.is_empty() && tokens.len() <= 12);
-    let prompt = v["prompt_tokens"].as_array().unwrap();
+    let prompt = &v.prompt_tokens;
     assert_eq!(prompt[0], synthetic::BOS_ID, "starts with BOS");
     assert_eq!(
-        prompt.iter().filter(|&t| t == synthetic::BOS_ID).count(),
+        prompt.iter().filter(|&&t| t == synthetic::BOS_ID).count(),
         1,
         "exactly one BOS"
     );
-    assert_eq!(
-        v["stats"]["new_tokens"].as_u64().unwrap() as usize,
-        tokens.len()
-    );
-    assert!(tokens
-        .iter()
-        .all(|t| t.as_u64().unwrap() != synthetic::MASK_ID as u64));
+    assert_eq!(v.stats.new_tokens, tokens.len());
+    assert!(tokens.iter().all(|&t| t != synthetic::MASK_ID));
     // Deterministic: same command, same tokens; the prompt also comes from stdin.
     let mut cmd = specscope(&[
         "run",
@@ -85,8 +83,8 @@ fn run_json_generates_and_reports_stats() {
     child.stdin.take().unwrap().write_all(b"hello\n").unwrap();
     let o2 = child.wait_with_output().unwrap();
     assert!(o2.status.success(), "{}", stderr(&o2));
-    let v2: serde_json::Value = serde_json::from_slice(&o2.stdout).unwrap();
-    assert_eq!(v["tokens"], v2["tokens"]);
+    let v2: files::RunDoc = serde_json::from_slice(&o2.stdout).unwrap();
+    assert_eq!(v.tokens, v2.tokens);
 }
 
 #[test]
@@ -124,16 +122,20 @@ fn inspect_prints_causal_and_bidirectional_top_k() {
         "3",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(v["causal"]["top"].as_array().unwrap().len(), 3);
-    let positions = v["bidirectional"]["positions"].as_array().unwrap();
+    let v: files::InspectDoc = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        v.format,
+        files::Format::new("inspect", files::INSPECT_VERSION)
+    );
+    assert_eq!(v.causal.top.len(), 3);
+    let positions = &v.bidirectional.positions;
     assert_eq!(positions.len(), 4);
-    let n = v["prompt_tokens"].as_array().unwrap().len() as u64;
-    assert_eq!(positions[0]["position"].as_u64().unwrap(), n);
-    assert_eq!(v["weights"]["tensors"].as_u64().unwrap(), 9 * 2 + 3);
-    assert_eq!(v["bidirectional"]["lora"], true);
-    let top = v["causal"]["top"].as_array().unwrap();
-    assert!(top[0]["logit"].as_f64().unwrap() >= top[1]["logit"].as_f64().unwrap());
+    assert_eq!(positions[0].position, v.prompt_tokens.len());
+    assert_eq!(v.causal.position, v.prompt_tokens.len() - 1);
+    assert_eq!(v.weights.tensors, 9 * 2 + 3);
+    assert!(v.bidirectional.lora);
+    let top = &v.causal.top;
+    assert!(top[0].logit >= top[1].logit);
 }
 
 /// Edits one JSON file of a fresh checkpoint.
@@ -255,9 +257,9 @@ fn hub_id_resolves_from_the_cache_offline() {
     .output()
     .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(v["model"], "acme/tiny@main");
-    assert_eq!(v["commit"], commit);
+    let v: files::RunDoc = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v.model, "acme/tiny@main");
+    assert_eq!(v.commit.as_deref(), Some(commit));
 }
 
 #[test]
@@ -316,11 +318,11 @@ fn run_modes_agree_with_ar_on_the_trained_fixture() {
         args.extend_from_slice(extra);
         let o = run(&args);
         assert!(o.status.success(), "{extra:?}: {}", stderr(&o));
-        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-        (v["tokens"].clone(), v["stats"].clone())
+        let v: files::RunDoc = serde_json::from_slice(&o.stdout).unwrap();
+        (v.tokens, v.stats)
     };
     let (ar, ar_stats) = tokens(&["--mode", "ar"]);
-    assert_eq!(ar_stats["tpf"], 1.0);
+    assert_eq!(ar_stats.tpf, 1.0);
     for m in [
         &["--mode", "linear", "--block", "8"][..],
         &["--mode", "recguide", "--no-cost-aware"],
@@ -329,8 +331,15 @@ fn run_modes_agree_with_ar_on_the_trained_fixture() {
     ] {
         let (t, stats) = tokens(m);
         assert_eq!(t, ar, "{m:?}");
-        assert!(stats["forwards"]["decode_total"].as_u64().unwrap() > 0);
-        assert!(stats["acceptance_histogram"].is_array());
+        assert!(stats.forwards.decode_total > 0);
+        // Rounds by how far they advanced: as many as the rounds run.
+        assert_eq!(
+            stats.acceptance_histogram.iter().sum::<usize>(),
+            stats.rounds,
+            "{m:?}"
+        );
+        // A RecGuide run reports its branch rows; the others have none.
+        assert_eq!(stats.branches.is_some(), m.contains(&"recguide"), "{m:?}");
     }
     let run_x = |extra: &[&str]| {
         let mut args = vec!["run", "--model", dir.to_str().unwrap(), "--prompt", "x"];
@@ -481,22 +490,21 @@ fn eval_prints_the_first_rejection_split_and_keeps_it_consistent() {
     ] {
         assert!(out.contains(figure), "no {figure:?} in:\n{out}");
     }
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let b = &v["blocks"][0];
-    let f = |k: &str| b[k].as_f64().unwrap_or_else(|| panic!("{k} in {b}"));
-    let mis = f("misplaced_at_reject");
+    let v: files::EvalDoc = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v.format, files::Format::new("eval", files::EVAL_VERSION));
+    let b = &v.report.blocks[0];
+    let mis = b.misplaced_at_reject;
     assert!(
         mis > 0.0 && mis < 1.0,
         "both kinds of rejection occur: {mis}"
     );
-    let mixed = mis * f("low_margin_misplaced") + (1.0 - mis) * f("low_margin_in_place");
-    assert!((mixed - f("low_margin_at_reject")).abs() < 1e-9, "{b}");
+    let mixed = mis * b.low_margin_misplaced + (1.0 - mis) * b.low_margin_in_place;
+    assert!((mixed - b.low_margin_at_reject).abs() < 1e-9, "{b:?}");
     // Rounds advance exactly the answers' tokens after the prefill's first: an
     // answer's last round counts up to its eos, not what the verifier said after.
-    let prompts = v["ar"]["prompts"].as_f64().unwrap();
-    let answers = v["ar"]["mean_answer_tokens"].as_f64().unwrap() * prompts;
-    let advanced = f("mean_accept") * f("rounds");
+    let prompts = v.report.ar.prompts as f64;
+    let answers = v.report.ar.mean_answer_tokens * prompts;
+    let advanced = b.mean_accept * b.rounds as f64;
     assert!(
         (advanced - (answers - prompts)).abs() < 1e-6,
         "rounds advanced {advanced} tokens, the answers have {answers} in {prompts} prompts"
@@ -956,9 +964,10 @@ fn check_compares_a_dtype_with_f32_and_every_mode_with_ar() {
     assert!(o.status.success(), "{text}{}", stderr(&o));
     assert!(text.contains("kernel     ok"), "{text}");
     assert!(text.contains("lossless   ok"), "{text}");
-    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    assert_eq!(v["passed"], true);
-    assert_eq!(v["checks"].as_array().unwrap().len(), 4);
+    let v: files::CheckDoc = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(v.format, files::Format::new("check", files::CHECK_VERSION));
+    assert!(v.passed);
+    assert_eq!(v.checks.len(), 4);
     // A share is between 0 and 1.
     let mut strict = args.to_vec();
     strict.extend(["--min-agreement", "1.5"]);
@@ -1029,8 +1038,12 @@ fn ui_bench_on_too_little_decoding_calls_its_ratio_noise() {
         "--json",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(v["ratio_reliable"], false, "{v}");
+    let v: files::UiBenchDoc = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        v.format,
+        files::Format::new("ui-bench", files::UI_BENCH_VERSION)
+    );
+    assert!(!v.ratio_reliable, "{v:?}");
 }
 
 /// The one rule for every writer, walked over each subcommand's output flag: a file
