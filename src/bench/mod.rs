@@ -4,4 +4,5 @@
 pub mod acceptance;
 pub mod prompts;
 pub mod report;
+pub mod run;
 pub mod sweep;

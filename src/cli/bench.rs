@@ -2,17 +2,15 @@
 
 use std::path::PathBuf;
 
-use anyhow::{ensure, Context, Result};
+use anyhow::Result;
 use clap::Args;
 
-use specscope::bench::acceptance::answer_right;
-use specscope::bench::prompts::{fresh_requests_at, requests_at};
 use specscope::bench::report::{pass_spread, repeated_prompts, share_table, table};
-use specscope::bench::sweep::{configs, run_config, BenchConfig, BenchResult, Config};
+use specscope::bench::run::Bench;
+use specscope::bench::sweep::{configs, BenchResult, Config};
 use specscope::engine::options::{DecodeOptions, DEFAULT_RISK_THRESHOLD};
 use specscope::engine::overlap::RowTable;
 use specscope::engine::policy::SurvivalTables;
-use specscope::engine::Mode;
 
 use super::decode::variants;
 use super::ModelArgs;
@@ -82,10 +80,6 @@ pub struct BenchArgs {
 }
 
 pub fn run(a: BenchArgs) -> Result<()> {
-    ensure!(
-        a.concurrency.iter().all(|&c| c > 0),
-        "--concurrency values must be at least 1"
-    );
     let base = DecodeOptions {
         max_new_tokens: a.max_new_tokens,
         risk_threshold: a.risk_threshold,
@@ -117,70 +111,21 @@ pub fn run(a: BenchArgs) -> Result<()> {
         pricing.describe(),
         tables.source
     );
-    let repeats = usize::from(a.repeats);
-    let total = cfgs.len() * a.concurrency.len() * repeats;
-    let mut results = Vec::new();
-    let mut done = 0;
+    let bench = Bench {
+        model: &loaded.model,
+        tokenizer: &loaded.tokenizer,
+        prompts: &prompts,
+        simulated: loaded.simulated(),
+        tables: &tables,
+        pricing: &pricing,
+        requests_per_slot: a.requests_per_slot,
+        repeats: usize::from(a.repeats),
+    };
+    let total = cfgs.len() * a.concurrency.len() * bench.repeats;
     let mut progress = super::progress::Progress::new("bench", total as u64);
-    for &c in &a.concurrency {
-        // The simulator has a fresh answer for every request; a checkpoint repeats its prompts.
-        let at = if loaded.simulated() {
-            fresh_requests_at
-        } else {
-            requests_at
-        };
-        let requests = at(&prompts, c, a.requests_per_slot)?;
-        // Per configuration: its result and outputs from the first pass.
-        let mut at_c: Vec<Option<(BenchResult, Vec<Vec<u32>>)>> = vec![None; cfgs.len()];
-        for pass in 0..repeats {
-            let order: Vec<usize> = if pass % 2 == 0 {
-                (0..cfgs.len()).collect()
-            } else {
-                (0..cfgs.len()).rev().collect()
-            };
-            for k in order {
-                let cfg = &cfgs[k];
-                progress.set(done as u64, &format!("{} C={c}", cfg.name));
-                let (r, out) = run_config(&loaded.model, &requests, cfg, c, &tables, &pricing)
-                    .with_context(|| format!("{} at C={c}", cfg.name))?;
-                if !loaded.simulated() {
-                    same_as_originals(&out, prompts.len(), cfg, c)?;
-                }
-                match &mut at_c[k] {
-                    None => at_c[k] = Some((r, out)),
-                    Some((first, first_out)) => {
-                        ensure!(
-                            *first_out == out,
-                            "{} at C={c}: pass {} decoded different tokens than pass 1",
-                            cfg.name,
-                            pass + 1
-                        );
-                        first.add_repeat(&r, pass);
-                    }
-                }
-                done += 1;
-            }
-        }
-        let ar_out = cfgs
-            .iter()
-            .zip(&at_c)
-            .find(|(cfg, _)| cfg.options.mode == Mode::Ar)
-            .and_then(|(_, r)| r.as_ref().map(|(_, out)| out.clone()));
-        for (mut r, out) in at_c.into_iter().flatten() {
-            r.identical_to_ar = ar_out.as_ref().map(|want| *want == out);
-            // The answers as text: the checks `eval` makes (the math answer line, or
-            // the expected string).
-            for (p, tokens) in requests.iter().zip(&out) {
-                let text = loaded.tokenizer.decode(tokens)?;
-                // A simulated answer is stand-in text: nothing to check.
-                if let Some(right) = answer_right(p, &text).filter(|_| !loaded.simulated()) {
-                    r.answers_checked += 1;
-                    r.answers_right += usize::from(right);
-                }
-            }
-            results.push(r);
-        }
-    }
+    let results = bench.run(&cfgs, &a.concurrency, |done, what| {
+        progress.set(done as u64, what);
+    })?;
     progress.finish("done");
     print_tables(
         &loaded,
@@ -262,23 +207,5 @@ fn print_tables(
     }
     out!("{}", share_table(results));
     out!("{}", pass_spread(results));
-    Ok(())
-}
-
-/// A repeated prompt (`--requests-per-slot`) is the same request again: greedy, it
-/// decodes its original's tokens whatever the load, or the figures would count
-/// something else.
-fn same_as_originals(out: &[Vec<u32>], prompts: usize, cfg: &BenchConfig, c: usize) -> Result<()> {
-    if cfg.options.sampling.temperature > 0.0 {
-        return Ok(());
-    }
-    if let Some(i) = (prompts..out.len()).find(|&i| out[i] != out[i % prompts]) {
-        anyhow::bail!(
-            "{} at C={c}: request {} (prompt {} again) decoded other tokens than its first run",
-            cfg.name,
-            i + 1,
-            i % prompts + 1
-        );
-    }
     Ok(())
 }
