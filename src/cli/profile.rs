@@ -1,14 +1,12 @@
 //! `specscope profile`: forward latency for rows x tokens x committed-cache lengths.
 
-use std::time::Instant;
-
-use anyhow::{ensure, Context, Result};
+use anyhow::{Context, Result};
 use clap::Args;
 
 use specscope::engine::{cost, signals};
-use specscope::files::MeasuredPoint;
-use specscope::model::synthetic::{self, Rng, Spec};
-use specscope::model::{self, AttnRule, KvCache, LogitSel, Model, Row, RowBatch};
+use specscope::files::{MeasuredPoint, ProfileDoc};
+use specscope::model::synthetic::{self, Spec};
+use specscope::model::{self, Model};
 
 use super::ModelArgs;
 
@@ -52,92 +50,31 @@ pub struct ProfileArgs {
     pub roofline: Option<String>,
 }
 
-fn prefill(model: &Model, len: usize, seed: u64) -> Result<KvCache> {
-    let mut cache = model.new_cache();
-    let vocab = model.config().vocab_size as u64;
-    let mut rng = Rng::new(seed);
-    let ids: Vec<u32> = (0..len).map(|_| (rng.next_u64() % vocab) as u32).collect();
-    for chunk in ids.chunks(256) {
-        let row = Row::new(0, chunk.to_vec(), AttnRule::Causal).commit();
-        model.forward(&RowBatch::single(row), &mut [&mut cache])?;
-    }
-    Ok(cache)
-}
-
-/// This machine's memory bandwidth in GB/s, measured as `profile` reports it: the best
-/// of a few parallel streaming reads of a buffer far larger than the caches (what one
-/// token's forward must do with the weights).
-pub fn memory_bandwidth() -> f64 {
-    use rayon::prelude::*;
-    const FLOATS: usize = 1 << 27; // 512 MiB
-    let buf = vec![1f32; FLOATS];
-    let mut best = 0f64;
-    for _ in 0..4 {
-        let t = Instant::now();
-        let sum: f32 = buf
-            .par_chunks(1 << 16)
-            .map(|c| {
-                let mut acc = [0f32; 8];
-                for x in c.chunks_exact(8) {
-                    for k in 0..8 {
-                        acc[k] += x[k];
-                    }
-                }
-                acc.iter().sum::<f32>()
-            })
-            .sum();
-        std::hint::black_box(sum);
-        best = best.max((FLOATS * 4) as f64 / t.elapsed().as_secs_f64() / 1e9);
-    }
-    best
-}
-
-/// Bytes a forward of `rows` rows of `tokens` tokens after `cache_len` cached ones must
-/// read at least: the weights once, each row's keys and values.
-fn bytes_read(
-    cfg: &model::Config,
-    dtype: candle_core::DType,
-    rows: usize,
-    tokens: usize,
-    cache_len: usize,
-) -> f64 {
-    let size = dtype.size_in_bytes() as f64;
-    let kv = (rows
-        * cfg.num_hidden_layers
-        * (cache_len + tokens)
-        * cfg.num_kv_heads()
-        * cfg.head_dim()
-        * 2) as f64;
-    (cfg.weights_read_per_forward() as f64 + kv) * size
-}
-
-/// Forwards of a point run before its sample is timed (the change-of-shape transient).
-const UNTIMED_FORWARDS: usize = 3;
-/// Forwards of a point in one timed sample.
-const TIMED_FORWARDS: usize = 3;
-
-#[allow(clippy::too_many_lines)] // the profile's grid and its report; to be cut into steps
-pub fn run(args: ProfileArgs) -> Result<()> {
-    ensure!(args.repeats > 0, "--repeats must be at least 1");
+/// The model to profile and its label: the given or bundled one, or a synthetic one
+/// (`--synthetic`, or nothing bundled); the output file claimed first.
+fn model_of(args: &ProfileArgs) -> Result<(Model, String)> {
     let bundled = model::source::bundled_dir().join("config.json").is_file();
     let claim = |inputs: &[std::path::PathBuf]| match &args.json {
         Some(out) => specscope::output::claim(out, "--json", args.force, inputs),
         None => Ok(()),
     };
-    let (model, label) = if args.synthetic || (args.model.model.is_none() && !bundled) {
+    if args.synthetic || (args.model.model.is_none() && !bundled) {
         claim(&[])?;
         let device = super::select_device(args.model.device)?;
         let spec = Spec::small_4m();
-        (
+        return Ok((
             synthetic::build_model(&spec, &device)?,
             "synthetic ~4.5M params".to_string(),
-        )
-    } else {
-        let loaded = args.model.load()?;
-        claim(&loaded.files.inputs())?;
-        let (model, _) = loaded.checkpoint("profile")?;
-        (model.clone(), loaded.files.label)
-    };
+        ));
+    }
+    let loaded = args.model.load()?;
+    claim(&loaded.files.inputs())?;
+    let (model, _) = loaded.checkpoint("profile")?;
+    Ok((model.clone(), loaded.files.label))
+}
+
+pub fn run(args: ProfileArgs) -> Result<()> {
+    let (model, label) = model_of(&args)?;
     let cfg = model.config();
     let params = cfg.vocab_size * cfg.hidden_size * 2
         + cfg.num_hidden_layers
@@ -162,7 +99,7 @@ pub fn run(args: ProfileArgs) -> Result<()> {
     // Host memory's bandwidth: what a CPU forward reads its weights at (a GPU's
     // forward reads its own memory, which this cannot measure).
     let bandwidth = if model.device().is_cpu() {
-        let bw = memory_bandwidth();
+        let bw = cost::timing::memory_bandwidth();
         outln!(
             "memory bandwidth here: {bw:.1} GB/s (a parallel streaming read of 512 MiB, best of 4); a forward's GB/s counts the weights once and its rows' cached keys and values"
         );
@@ -188,101 +125,38 @@ pub fn run(args: ProfileArgs) -> Result<()> {
             "measured/"
         ))
     );
-    let max_rows = args.rows.iter().copied().max().unwrap_or(1);
-    let longest = args.cache.iter().max().copied().unwrap_or(0)
-        + args.tokens.iter().max().copied().unwrap_or(0);
-    ensure!(
-        longest <= cfg.max_position_embeddings,
-        "--cache and --tokens reach {longest} positions: the model's context window is {}",
-        cfg.max_position_embeddings
-    );
-    let mask = cfg.mask_token_id();
-    // Caches per committed length; every forward below is read-only on them.
-    let mut caches = Vec::with_capacity(args.cache.len());
-    for &cache_len in &args.cache {
-        let c = (0..max_rows)
-            .map(|i| prefill(&model, cache_len, i as u64))
-            .collect::<Result<Vec<_>>>()
-            .with_context(|| format!("prefilling caches of {cache_len} tokens"))?;
-        caches.push(c);
-    }
-    // (cache index, rows, tokens, batch)
-    let mut grid = Vec::new();
-    for ci in 0..args.cache.len() {
-        for &rows in &args.rows {
-            for &tokens in &args.tokens {
-                let batch = RowBatch::new(
-                    (0..rows)
-                        .map(|r| {
-                            Row::new(r, vec![7; tokens], AttnRule::Causal).logits(LogitSel::All)
-                        })
-                        .collect(),
-                );
-                grid.push((ci, rows, tokens, batch));
-            }
-        }
-    }
-    // One sample per point per pass, the passes alternating in direction, so that the
-    // machine's drift spreads over every point instead of a run of them. A sample is
-    // the mean of a short run of forwards of that point after untimed ones: while
-    // decoding, forwards of one shape follow each other, and on a CPU the first few
-    // after a change of shape are slower (about 1.3 ms against 1.0 for a 1-token
-    // forward of the bundled model), so timing the first after a change overprices
-    // the small forwards that AR steps run back to back.
-    let mut times = vec![Vec::with_capacity(args.repeats); grid.len()];
-    let mut reads = vec![signals::HostReads::default(); grid.len()];
-    for pass in 0..args.repeats {
-        let order: Vec<usize> = if pass % 2 == 0 {
-            (0..grid.len()).collect()
-        } else {
-            (0..grid.len()).rev().collect()
-        };
-        for k in order {
-            let (ci, _, _, batch) = &grid[k];
-            let mut refs: Vec<&mut KvCache> = caches[*ci].iter_mut().collect();
-            let mut t = Instant::now();
-            let mut before = signals::HostReads::now();
-            for n in 0..UNTIMED_FORWARDS + TIMED_FORWARDS {
-                if n == UNTIMED_FORWARDS {
-                    t = Instant::now();
-                    before = signals::HostReads::now();
-                }
-                // As the engine pays for a forward: the logits turned into signals too.
-                for logits in model.forward(batch, &mut refs)? {
-                    signals::signals(&logits, mask)?;
-                }
-            }
-            let ms = t.elapsed().as_secs_f64() * 1e3 / TIMED_FORWARDS as f64;
-            times[k].push(ms);
-            reads[k] = signals::HostReads::since(before);
-        }
-    }
-    let mut points = Vec::with_capacity(grid.len());
-    for (((ci, rows, tokens, _), mut ms), read) in grid.into_iter().zip(times).zip(reads) {
-        ms.sort_by(f64::total_cmp);
-        let bytes = bytes_read(cfg, model.dtype(), rows, tokens, args.cache[ci]);
-        let median_ms = ms[ms.len() / 2];
-        let p = MeasuredPoint {
-            point: cost::ProfilePoint {
-                cache_len: args.cache[ci],
-                rows,
-                tokens,
-                median_ms,
-                min_ms: ms[0],
-            },
-            bytes_read: bytes,
-            gb_per_s: bytes / (median_ms / 1e3) / 1e9,
-            host_bytes_per_forward: read.bytes as f64 / TIMED_FORWARDS as f64,
-            roofline_ms: roofline
-                .map(|(gpu, g)| cost::roofline::forward_ms(&gpu, &g, rows, tokens, args.cache[ci])),
-        };
-        outln!(
-            "{:>6} {:>5} {:>7} {:>11.2} {:>11.2} {:>13.3} {:>12.1} {:>8.3} {:>7.1} {:>6}{}",
-            args.cache[ci],
+    let grid = cost::timing::Grid {
+        cache: args.cache.clone(),
+        rows: args.rows.clone(),
+        tokens: args.tokens.clone(),
+        repeats: args.repeats,
+    };
+    let timed = grid.time(&model)?;
+    let mut points = Vec::with_capacity(timed.len());
+    for t in timed {
+        let cost::ProfilePoint {
+            cache_len,
             rows,
             tokens,
             median_ms,
-            ms[0],
+            min_ms,
+        } = t.point;
+        let bytes = cost::timing::bytes_read(cfg, model.dtype(), rows, tokens, cache_len);
+        let p = MeasuredPoint {
+            point: t.point,
+            bytes_read: bytes,
+            gb_per_s: bytes / (median_ms / 1e3) / 1e9,
+            host_bytes_per_forward: t.host_bytes_per_forward,
+            roofline_ms: roofline
+                .map(|(gpu, g)| cost::roofline::forward_ms(&gpu, &g, rows, tokens, cache_len)),
+        };
+        outln!(
+            "{:>6} {:>5} {:>7} {:>11.2} {:>11.2} {:>13.3} {:>12.1} {:>8.3} {:>7.1} {:>6}{}",
+            cache_len,
+            rows,
+            tokens,
+            median_ms,
+            min_ms,
             median_ms / (rows * tokens) as f64,
             p.host_bytes_per_forward / 1024.0,
             p.bytes_read / 1e9,
@@ -300,12 +174,22 @@ pub fn run(args: ProfileArgs) -> Result<()> {
         signals::path(model.device()),
         specscope::model::kernels::describe()
     );
-    let out = specscope::files::ProfileDoc {
+    let out = ProfileDoc {
         model: label.clone(),
         memory_bandwidth_gb_s: bandwidth,
         points,
         provenance: Some(specscope::Provenance::here()),
     };
+    save(&args, &out)?;
+    if args.roofline.as_deref() == Some("b200") {
+        paper_sweep_table()?;
+    }
+    Ok(())
+}
+
+/// The profile to `--json` and, with `--save`, this machine's profile; the cost model
+/// fitted to it.
+fn save(args: &ProfileArgs, out: &ProfileDoc) -> Result<()> {
     let mut targets: Vec<std::path::PathBuf> = args.json.iter().cloned().collect();
     if args.save {
         let p = cost::default_path().context("no configuration directory for this user")?;
@@ -316,10 +200,10 @@ pub fn run(args: ProfileArgs) -> Result<()> {
         targets.push(p);
     }
     for path in targets {
-        specscope::output::write_whole(&path, &serde_json::to_string_pretty(&out)?)?;
+        specscope::output::write_whole(&path, &serde_json::to_string_pretty(out)?)?;
         eprintln!("wrote {}", path.display());
     }
-    let (fitted, notes) = cost::CostModel::fit_noting(&out.profile(), &label)
+    let (fitted, notes) = cost::CostModel::fit_noting(&out.profile(), &out.model)
         .context("the points above were measured, but a cost model cannot be fitted to them")?;
     for n in notes {
         eprintln!("note: {n}");
@@ -332,9 +216,6 @@ pub fn run(args: ProfileArgs) -> Result<()> {
         fitted.per_token_ms,
         fitted.per_token_ctx_ms
     );
-    if args.roofline.as_deref() == Some("b200") {
-        paper_sweep_table()?;
-    }
     Ok(())
 }
 

@@ -6,6 +6,7 @@
 pub mod measured;
 mod online;
 pub mod roofline;
+pub mod timing;
 
 pub use measured::MeasuredSweep;
 pub use online::OnlineCost;
