@@ -6,8 +6,10 @@
 //! fresh drafts ride that forward and verify in the next (their round is `carried`);
 //! lockstep rounds (`Batching::Lockstep`) and the reference's buckets (one forward per
 //! planned block size, `Batching::ByBlock`) remain selectable. Each request keeps its
-//! own cache, seed and history (`request`); applying a verdict is `resolve`.
+//! own cache, seed and history (`request`, prefill included); a drafted block's branch
+//! rows are `branches`; applying a verdict is `resolve`.
 
+mod branches;
 mod diffusion;
 mod request;
 mod resolve;
@@ -26,12 +28,10 @@ use request::{Pending, ReqState};
 
 use super::backbone::Backbone;
 use super::cost::{CostModel, ForwardShape, Pricing};
-use super::events::{
-    BlockDecision, DecodeEvent, EventSink, Mode, Origin, Phase, RequestId, RowsPriced,
-};
+use super::events::{BlockDecision, DecodeEvent, EventSink, Mode, Phase, RequestId};
 use super::options::{Batching, DecodeOptions};
-use super::overlap::{self, Branch, BranchKind, BranchRoom};
-use super::policy::{self, Beliefs, Member, Observation, RowKey, RowLoad, SurvivalTables};
+use super::overlap::{Branch, BranchKind};
+use super::policy::{self, Beliefs, Member, Observation, RowKey, SurvivalTables};
 use super::signals::{self, PosSignals};
 use crate::model::{AttnRule, KvCache, LogitSel, Row, RowBatch, TextTokenizer};
 
@@ -428,51 +428,6 @@ impl Scheduler {
         signals::signals_and_choices(logits, self.mask, r.opts.sampling, &mut r.rng)
     }
 
-    /// Batched prefill of every new request: one forward, first token chosen.
-    fn prefill(&mut self, sink: &mut dyn EventSink) -> Result<()> {
-        let new: Vec<usize> = (0..self.requests.len())
-            .filter(|&i| !self.requests[i].prefilled)
-            .collect();
-        if new.is_empty() {
-            return Ok(());
-        }
-        let rows: Vec<Row> = new
-            .iter()
-            .enumerate()
-            .map(|(k, &i)| {
-                Row::new(k, self.requests[i].prompt.clone(), AttnRule::Causal)
-                    .commit()
-                    .logits(LogitSel::Last)
-            })
-            .collect();
-        let (logits, timing) = self.forward(Phase::Prefill, RowBatch::new(rows), &new, sink)?;
-        let ms = timing.start.elapsed().as_secs_f64() * 1e3;
-        for (k, &i) in new.iter().enumerate() {
-            let (sig, choice) = self.choose(i, &logits[k])?;
-            let seed = choice[0];
-            let ar_first = sig.first().map_or(seed, |s| s.argmax);
-            let r = &mut self.requests[i];
-            r.prefilled = true;
-            r.seed = seed;
-            r.stats.prefill_secs = ms / 1e3;
-            r.decode_start = Some(Instant::now());
-            sink.emit(DecodeEvent::Prefilled {
-                req: r.id,
-                prompt_tokens: r.prompt.len(),
-                seed,
-                ms,
-            });
-            if r.opts.mode == Mode::Diffusion {
-                // Block diffusion fills its first canvas from the prompt alone: the
-                // prefill's argmax is only what AR would say at position 0.
-                r.ar_next = Some(ar_first);
-            } else {
-                self.commit(i, 0, &[seed], &[Origin::Prefill], sink);
-            }
-        }
-        Ok(())
-    }
-
     /// The plan of request `i` for a block of `b` (the policy's decision): its draft
     /// source, a reused branch's block or a fresh draft.
     fn plan(
@@ -564,101 +519,6 @@ impl Scheduler {
         p.draft = sig;
         p.drafted = true;
         Ok(())
-    }
-
-    /// A drafted (or reused) block's risky positions and branch rows, and its `Drafted`.
-    fn announce(&mut self, p: &mut Plan, concurrency: usize, sink: &mut dyn EventSink) {
-        p.risky = overlap::risky_positions(&p.draft, self.requests[p.req].opts.risk_threshold);
-        let rows = self.plan_branches(p, concurrency);
-        p.announced = true;
-        let r = &self.requests[p.req];
-        if p.block_size > 1 {
-            sink.emit(DecodeEvent::Drafted {
-                req: r.id,
-                round: r.round,
-                block: p.block.clone(),
-                margins: p.draft.iter().map(|s| s.margin).collect(),
-                risky: p.risky.clone(),
-                reused: p.reused,
-                detail: if sink.detail() {
-                    resolve::views(&p.draft)
-                } else {
-                    Vec::new()
-                },
-                rows,
-            });
-        }
-    }
-
-    /// Branch rows for one plan (RecGuide overlap): those the row table asks for, each
-    /// kept where the policy's prices say it pays (every one without cost gating).
-    fn plan_branches(&mut self, p: &mut Plan, concurrency: usize) -> Option<RowsPriced> {
-        let r = &self.requests[p.req];
-        if !r.opts.overlap_on() || p.block_size < 2 {
-            return None;
-        }
-        let max_pos = self.model.config().max_position_embeddings;
-        let ctx = r.cache.len();
-        let mut banned = vec![self.mask];
-        banned.extend_from_slice(&self.eos);
-        let room = BranchRoom {
-            context: max_pos - ctx,
-            budget: r.opts.max_new_tokens.saturating_sub(r.out.len()),
-        };
-        let branches = overlap::plan_branches(
-            &p.block,
-            &p.draft,
-            &p.risky,
-            r.opts.row_table,
-            self.mask,
-            &banned,
-            room,
-        );
-        let rows: Vec<(usize, RowKey)> = branches
-            .iter()
-            .map(|br| {
-                let margin =
-                    (br.at >= 1 && br.at <= p.draft.len()).then(|| p.draft[br.at - 1].margin);
-                (br, RowKey::of(br.kind, p.block_size, margin, p.risky.len()))
-            })
-            .collect::<Vec<_>>()
-            .iter()
-            .enumerate()
-            .map(|(i, (br, key))| {
-                // The table's second candidate at a position has its own hit rate.
-                let again = branches[..i]
-                    .iter()
-                    .any(|b| b.kind == br.kind && b.at == br.at);
-                let key = if again { key.next_alternative() } else { *key };
-                (br.added_tokens(), key)
-            })
-            .collect();
-        let load = RowLoad {
-            concurrency,
-            ctx,
-            block: p.block_size,
-            rides: self.batching == Batching::Packed,
-        };
-        let priced = r.opts.cost_gated();
-        let kinds: Vec<BranchKind> = rows.iter().map(|(_, k)| k.kind).collect();
-        self.beliefs.observe(Observation::RowsPlanned {
-            block: p.block_size,
-            kinds: &kinds,
-        });
-        let (keep, decision) = self.beliefs.price_rows(&rows, load, priced);
-        let mut keep = keep.into_iter();
-        let mut keys = rows.into_iter().map(|(_, k)| k);
-        let (mut kept, mut kept_keys) = (Vec::new(), Vec::new());
-        for br in branches {
-            let key = keys.next();
-            if keep.next().unwrap_or(false) {
-                kept.push(br);
-                kept_keys.extend(key);
-            }
-        }
-        p.branches = kept;
-        p.row_keys = kept_keys;
-        Some(decision)
     }
 
     /// One fused forward: every plan's verify row (committing) plus its branch rows,

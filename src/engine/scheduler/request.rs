@@ -7,13 +7,15 @@ use anyhow::{bail, Result};
 use serde::Serialize;
 
 use super::Scheduler;
-use crate::engine::events::{DecodeEvent, EventSink, Origin, RequestId, RequestStats, StopReason};
+use crate::engine::events::{
+    DecodeEvent, EventSink, Mode, Origin, Phase, RequestId, RequestStats, StopReason,
+};
 use crate::engine::options::DecodeOptions;
 use crate::engine::overlap::BranchKind;
 use crate::engine::policy::History;
 use crate::engine::signals::PosSignals;
 use crate::model::tokenizer::TokenStream;
-use crate::model::{KvCache, TextTokenizer};
+use crate::model::{AttnRule, KvCache, LogitSel, Row, RowBatch, TextTokenizer};
 use crate::rng::Rng;
 
 /// A request to decode.
@@ -146,6 +148,51 @@ impl Scheduler {
         while !self.requests.is_empty() {
             self.finish(0, StopReason::Cancelled, sink);
         }
+    }
+
+    /// Batched prefill of every new request: one forward, first token chosen.
+    pub(super) fn prefill(&mut self, sink: &mut dyn EventSink) -> Result<()> {
+        let new: Vec<usize> = (0..self.requests.len())
+            .filter(|&i| !self.requests[i].prefilled)
+            .collect();
+        if new.is_empty() {
+            return Ok(());
+        }
+        let rows: Vec<Row> = new
+            .iter()
+            .enumerate()
+            .map(|(k, &i)| {
+                Row::new(k, self.requests[i].prompt.clone(), AttnRule::Causal)
+                    .commit()
+                    .logits(LogitSel::Last)
+            })
+            .collect();
+        let (logits, timing) = self.forward(Phase::Prefill, RowBatch::new(rows), &new, sink)?;
+        let ms = timing.start.elapsed().as_secs_f64() * 1e3;
+        for (k, &i) in new.iter().enumerate() {
+            let (sig, choice) = self.choose(i, &logits[k])?;
+            let seed = choice[0];
+            let ar_first = sig.first().map_or(seed, |s| s.argmax);
+            let r = &mut self.requests[i];
+            r.prefilled = true;
+            r.seed = seed;
+            r.stats.prefill_secs = ms / 1e3;
+            r.decode_start = Some(Instant::now());
+            sink.emit(DecodeEvent::Prefilled {
+                req: r.id,
+                prompt_tokens: r.prompt.len(),
+                seed,
+                ms,
+            });
+            if r.opts.mode == Mode::Diffusion {
+                // Block diffusion fills its first canvas from the prompt alone: the
+                // prefill's argmax is only what AR would say at position 0.
+                r.ar_next = Some(ar_first);
+            } else {
+                self.commit(i, 0, &[seed], &[Origin::Prefill], sink);
+            }
+        }
+        Ok(())
     }
 
     /// Appends emitted tokens, streams their text and emits `Committed`; stopping is
