@@ -14,7 +14,7 @@ use crate::bench::acceptance::AcceptanceReport;
 use crate::bench::sweep::BenchResult;
 use crate::engine::cost::{CostModel, Profile, ProfilePoint};
 use crate::engine::events::StopReason;
-use crate::engine::events::{keyed, BranchCount};
+use crate::engine::events::{keyed, ratio, BranchCount, RequestStats};
 use crate::engine::options::{Blocks, DecodeOptions};
 use crate::engine::overlap::BranchKind;
 use crate::model::config::RopeParameters;
@@ -193,6 +193,47 @@ pub struct RunStats {
     pub prefill_secs: f64,
     pub decode_secs: f64,
     pub tokens_per_sec: f64,
+}
+
+impl RunStats {
+    /// A request's statistics as a run reports them; `overlap`: RecGuide's branch rows
+    /// were on (their counts and hit rate are reported).
+    pub fn of(st: &RequestStats, overlap: bool) -> Self {
+        let t = &st.tally;
+        let per_forward = |x: usize| ratio(x as f64, t.decode_forwards() as f64);
+        Self {
+            prompt_len: st.prompt_tokens,
+            new_tokens: t.new_tokens,
+            decode_tokens: t.decode_tokens,
+            rounds: t.rounds,
+            forwards: RunForwards {
+                draft: t.draft_forwards,
+                verify: t.verify_forwards,
+                fused: t.fused_forwards,
+                denoise: t.denoise_forwards,
+                refresh: t.refresh_forwards,
+                decode_total: t.decode_forwards(),
+                saved_drafts: t.saved_drafts,
+            },
+            diffusion: (t.refresh_forwards > 0).then(|| DiffusionAgreement {
+                ar_agreement: t.ar_agreement(),
+                ar_agree: t.ar_agree,
+                ar_judged: t.ar_judged,
+                first_divergence: st.first_divergence,
+            }),
+            rows_per_forward: per_forward(t.rows),
+            query_tokens_per_forward: per_forward(t.query_tokens),
+            tpf: t.tpf(),
+            mean_acceptance: t.mean_accept(),
+            acceptance_histogram: t.accept_hist.clone(),
+            blocks: t.blocks.clone(),
+            branches: overlap.then(|| BranchCounts(t.branches.clone())),
+            branch_hit_rate: overlap.then(|| t.hit_rate()),
+            prefill_secs: st.prefill_secs,
+            decode_secs: st.decode_secs,
+            tokens_per_sec: st.tokens_per_sec(),
+        }
+    }
 }
 
 /// Branch rows by kind.

@@ -44,7 +44,6 @@ impl<W: Write> EventSink for StreamSink<W> {
     }
 }
 
-#[allow(clippy::too_many_lines)] // one request and its text and JSON reports
 pub fn run(args: RunArgs) -> Result<()> {
     let options = args.decode.options()?;
     let pricing = args.decode.cost.pricing()?;
@@ -85,85 +84,8 @@ pub fn run(args: RunArgs) -> Result<()> {
     let t = &st.tally;
     let reads = specscope::engine::signals::HostReads::since(reads);
     if !args.json {
-        outln!();
-        if loaded.simulated() {
-            eprintln!(
-                "specscope: {}: the text is a stand-in; every figure below is {}",
-                loaded.files.label,
-                specscope::sim::LABEL
-            );
-        }
-        let branches = if overlap {
-            format!(", branch hits {:.0}%", 100.0 * t.hit_rate())
-        } else {
-            String::new()
-        };
-        if t.refresh_forwards > 0 {
-            eprintln!(
-                "specscope: {label}: {} tokens ({}), {} blocks, {} decode forwards (denoise {}, cache writes {}), TPF {:.2}, agreement with AR {:.0}%{}, {:.1} tokens/s (not lossless)",
-                t.new_tokens,
-                f.stop.describe(),
-                t.rounds,
-                t.decode_forwards(),
-                t.denoise_forwards,
-                t.refresh_forwards,
-                t.tpf(),
-                100.0 * t.ar_agreement(),
-                st.first_divergence
-                    .map_or(String::new(), |k| format!(" (first difference at token {k})")),
-                st.tokens_per_sec()
-            );
-            return Ok(());
-        }
-        eprintln!(
-            "specscope: {label}: {} tokens ({}), {} rounds, {} decode forwards (draft {}, verify {}, fused {}), TPF {:.2}, mean acceptance {:.2}{branches}, {:.1} tokens/s",
-            t.new_tokens,
-            f.stop.describe(),
-            t.rounds,
-            t.decode_forwards(),
-            t.draft_forwards,
-            t.verify_forwards,
-            t.fused_forwards,
-            t.tpf(),
-            t.mean_accept(),
-            st.tokens_per_sec()
-        );
-        return Ok(());
+        return report_text(&loaded, &label, &f, overlap);
     }
-    let per_forward =
-        |x: usize| specscope::engine::events::ratio(x as f64, t.decode_forwards() as f64);
-    let stats = files::RunStats {
-        prompt_len: st.prompt_tokens,
-        new_tokens: t.new_tokens,
-        decode_tokens: t.decode_tokens,
-        rounds: t.rounds,
-        forwards: files::RunForwards {
-            draft: t.draft_forwards,
-            verify: t.verify_forwards,
-            fused: t.fused_forwards,
-            denoise: t.denoise_forwards,
-            refresh: t.refresh_forwards,
-            decode_total: t.decode_forwards(),
-            saved_drafts: t.saved_drafts,
-        },
-        diffusion: (t.refresh_forwards > 0).then(|| files::DiffusionAgreement {
-            ar_agreement: t.ar_agreement(),
-            ar_agree: t.ar_agree,
-            ar_judged: t.ar_judged,
-            first_divergence: st.first_divergence,
-        }),
-        rows_per_forward: per_forward(t.rows),
-        query_tokens_per_forward: per_forward(t.query_tokens),
-        tpf: t.tpf(),
-        mean_acceptance: t.mean_accept(),
-        acceptance_histogram: t.accept_hist.clone(),
-        blocks: t.blocks.clone(),
-        branches: overlap.then(|| files::BranchCounts(t.branches.clone())),
-        branch_hit_rate: overlap.then(|| t.hit_rate()),
-        prefill_secs: st.prefill_secs,
-        decode_secs: st.decode_secs,
-        tokens_per_sec: st.tokens_per_sec(),
-    };
     let out = files::RunDoc {
         format: files::Format::new("run", files::RUN_VERSION),
         model: loaded.files.label.clone(),
@@ -176,7 +98,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         tokens: f.tokens.clone(),
         text: f.text.clone(),
         stop: f.stop,
-        stats,
+        stats: files::RunStats::of(st, overlap),
         host_reads: files::HostReadsDoc {
             path: specscope::engine::signals::path(&loaded.device).to_string(),
             bytes: reads.bytes,
@@ -187,5 +109,60 @@ pub fn run(args: RunArgs) -> Result<()> {
         signals_kernel: specscope::model::kernels::describe(),
     };
     outln!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(())
+}
+
+/// The run's figures on standard error, after the streamed text.
+fn report_text(
+    loaded: &super::Loaded,
+    label: &str,
+    f: &specscope::engine::Finished,
+    overlap: bool,
+) -> Result<()> {
+    let st = &f.stats;
+    let t = &st.tally;
+    outln!();
+    if loaded.simulated() {
+        eprintln!(
+            "specscope: {}: the text is a stand-in; every figure below is {}",
+            loaded.files.label,
+            specscope::sim::LABEL
+        );
+    }
+    let branches = if overlap {
+        format!(", branch hits {:.0}%", 100.0 * t.hit_rate())
+    } else {
+        String::new()
+    };
+    if t.refresh_forwards > 0 {
+        eprintln!(
+            "specscope: {label}: {} tokens ({}), {} blocks, {} decode forwards (denoise {}, cache writes {}), TPF {:.2}, agreement with AR {:.0}%{}, {:.1} tokens/s (not lossless)",
+            t.new_tokens,
+            f.stop.describe(),
+            t.rounds,
+            t.decode_forwards(),
+            t.denoise_forwards,
+            t.refresh_forwards,
+            t.tpf(),
+            100.0 * t.ar_agreement(),
+            st.first_divergence
+                .map_or(String::new(), |k| format!(" (first difference at token {k})")),
+            st.tokens_per_sec()
+        );
+        return Ok(());
+    }
+    eprintln!(
+        "specscope: {label}: {} tokens ({}), {} rounds, {} decode forwards (draft {}, verify {}, fused {}), TPF {:.2}, mean acceptance {:.2}{branches}, {:.1} tokens/s",
+        t.new_tokens,
+        f.stop.describe(),
+        t.rounds,
+        t.decode_forwards(),
+        t.draft_forwards,
+        t.verify_forwards,
+        t.fused_forwards,
+        t.tpf(),
+        t.mean_accept(),
+        st.tokens_per_sec()
+    );
     Ok(())
 }
