@@ -14,6 +14,8 @@ use unicode_width::UnicodeWidthStr;
 
 use super::pane;
 use super::text::Fit;
+use crate::engine::Tally;
+use crate::trace::summary::FamilyStats;
 use crate::tui::state::{RoundView, Sample, State};
 use crate::tui::theme::Theme;
 
@@ -234,8 +236,9 @@ impl Widget for Bars<'_> {
     }
 }
 
-#[allow(clippy::too_many_lines)] // the history pane's rows top to bottom
-pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme) {
+/// The pane's title: rounds, tokens a round advanced and the session's TPF, as many
+/// as the width holds.
+fn title(s: &State, t: &Theme, width: u16) -> Line<'static> {
     let sm = &s.stats.current;
     let n = sm.tally.rounds;
     let (mean, tpf) = (sm.tally.mean_accept(), sm.tpf());
@@ -247,7 +250,7 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme) {
             forms.to_vec()
         }
     };
-    let title = Fit::default()
+    Fit::default()
         .part([" history "], t.title)
         .part(
             [format!("· {n} round{} ", if n == 1 { "" } else { "s" })],
@@ -279,7 +282,177 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme) {
             ]),
             t.title,
         )
-        .title(area.width);
+        .title(width)
+}
+
+/// The colour key and the block-size glyphs, compact where the pane is narrow.
+fn legend(diffusing: bool, width: u16, t: &Theme) -> Line<'static> {
+    if diffusing && width >= 58 {
+        Line::from(vec![
+            Span::styled("█ every token =AR  ", t.bar_full),
+            Span::styled("█ some ≠AR  ", t.bar_partial),
+            Span::styled("block: ·1 ▂4 ▃8 ▅16 █32", t.dim),
+        ])
+    } else if diffusing {
+        Line::from(vec![
+            Span::styled("█all =AR ", t.bar_full),
+            Span::styled("█some ≠AR ", t.bar_partial),
+            Span::styled("B ·1▂4▃8▅16█32", t.dim),
+        ])
+    } else if width >= 58 {
+        Line::from(vec![
+            Span::styled("█ full  ", t.bar_full),
+            Span::styled("█ reject  ", t.bar_partial),
+            Span::styled("█ reused branch  ", t.bar_reused),
+            Span::styled("block: ·1 ▂4 ▃8 ▅16 █32", t.dim),
+        ])
+    } else {
+        Line::from(vec![
+            Span::styled("█full ", t.bar_full),
+            Span::styled("█reject ", t.bar_partial),
+            Span::styled("█reused ", t.bar_reused),
+            Span::styled("B ·1▂4▃8▅16█32", t.dim),
+        ])
+    }
+}
+
+/// What the branch rows did (built, hit, drafts saved), or for block diffusion what a
+/// forward bought and its agreement with AR.
+fn branch_line(tally: &Tally, diffusing: bool, width: usize, t: &Theme) -> Line<'static> {
+    if tally.ar_judged > 0 && (diffusing || tally.branches.is_empty()) {
+        // Block diffusion: what a forward bought, and what it cost in faithfulness.
+        let per_forward = crate::engine::events::ratio(
+            tally.ar_judged as f64,
+            (tally.denoise_forwards + tally.refresh_forwards) as f64,
+        );
+        Fit::default()
+            .ranked(["diffusion ", "diff "], t.dim, 2)
+            .ranked([format!("{per_forward:.2} tok/forward ")], t.text, 0)
+            .ranked(
+                [
+                    format!("· AR agrees {:.1}% ", 100.0 * tally.ar_agreement()),
+                    format!("· =AR {:.0}% ", 100.0 * tally.ar_agreement()),
+                ],
+                t.warning,
+                1,
+            )
+            .ranked(["· not lossless", ""], t.dim, 3)
+            .line(width)
+    } else if tally.branches.is_empty() {
+        Line::from(vec![
+            Span::styled("branches ", t.dim),
+            Span::styled("none built yet", t.dim),
+        ])
+    } else {
+        // The hit rate matters most, then the per-kind counts (the label shortens
+        // first for them; they go whole when they still do not fit).
+        let kinds: String = tally
+            .branches
+            .iter()
+            .map(|(kind, c)| format!("{kind} {}/{} ", c.hits, c.built))
+            .collect();
+        let saved = tally.saved_drafts;
+        Fit::default()
+            .ranked(["branches ", "branch ", "br "], t.dim, 2)
+            .ranked([kinds, String::new()], t.text, 1)
+            .ranked(
+                [format!("· hit {:.0}% ", 100.0 * tally.hit_rate())],
+                t.dim,
+                0,
+            )
+            .ranked(
+                [
+                    format!("· {saved} drafts saved"),
+                    format!("· {saved} saved"),
+                    String::new(),
+                ],
+                t.dim,
+                3,
+            )
+            .line(width)
+    }
+}
+
+/// TPF and tokens per second over the recent rounds, as sparklines.
+fn rate_line(s: &State, width: u16, t: &Theme) -> Line<'static> {
+    let w = usize::from(width / 2).saturating_sub(22).max(4);
+    let (tpf, tps) = rates(&s.stats.samples, w);
+    let mut rate = Line::from(vec![
+        Span::styled("TPF ", t.dim),
+        Span::styled(sparkline(&tpf, w), t.accepted),
+        Span::styled(
+            tpf.last()
+                .map_or(" —  ".to_string(), |v| format!(" {v:.2}  ")),
+            t.text,
+        ),
+    ]);
+    // A simulator's tokens per second time the simulator, not a model; an imported
+    // log's forwards ran elsewhere.
+    if !s.session.untimed() {
+        rate.push_span(Span::styled("tok/s ", t.dim));
+        rate.push_span(Span::styled(sparkline(&tps, w), t.continuation));
+        rate.push_span(Span::styled(
+            tps.last().map_or(" —".to_string(), |v| format!(" {v:.0}")),
+            t.text,
+        ));
+    }
+    // Said in every form that fits: the status line's TPF is the session's.
+    let means = [
+        format!(" ({WINDOW}-round means)"),
+        format!(" (last {WINDOW})"),
+    ];
+    if let Some(m) = means
+        .into_iter()
+        .find(|m| rate.width() + m.width() <= usize::from(width))
+    {
+        rate.push_span(Span::styled(m, t.dim));
+    }
+    rate
+}
+
+/// One family's acceptance histogram by bucket and its mean.
+fn family_line(fam: &str, fs: &FamilyStats, width: usize, t: &Theme) -> Line<'static> {
+    let mut spans = vec![Span::styled(format!("{fam:<6} "), t.text)];
+    let counts: Vec<usize> = BUCKETS
+        .iter()
+        .map(|(lo, hi, _)| {
+            fs.hist
+                .iter()
+                .enumerate()
+                .filter(|(a, _)| a >= lo && a <= hi)
+                .map(|(_, n)| n)
+                .sum()
+        })
+        .collect();
+    let max = counts.iter().copied().max().unwrap_or(0).max(1);
+    for ((_, _, label), c) in BUCKETS.iter().zip(&counts) {
+        let bar = if *c == 0 {
+            '·'
+        } else {
+            EIGHTHS[(c * 8).div_ceil(max).clamp(1, 8)]
+        };
+        spans.push(Span::styled(label.to_string(), t.dim));
+        spans.push(Span::styled(format!("{bar} "), t.accepted));
+    }
+    // The longest tail that fits: a cut one would misread ("over 4" for 47 rounds).
+    let used: usize = spans.iter().map(|x| x.content.width()).sum();
+    let room = width.saturating_sub(used);
+    let (mean, n) = (fs.mean(), fs.rounds);
+    let tail = [
+        format!(" mean {mean:.2} over {n} rounds"),
+        format!(" mean {mean:.2} ({n})"),
+        format!(" mean {mean:.2}"),
+    ]
+    .into_iter()
+    .find(|x| x.width() <= room)
+    .unwrap_or_default();
+    spans.push(Span::styled(tail, t.dim));
+    Line::from(spans)
+}
+
+pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme) {
+    let sm = &s.stats.current;
+    let title = title(s, t, area.width);
     f.render_widget(pane(title, t), area);
     let inner = area.inner(Margin::new(1, 1));
     if inner.height < 3 || inner.width < 20 {
@@ -340,159 +513,19 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme) {
             if pays { t.accepted } else { t.warning },
         ));
     }
-    // The colour key and the block-size glyphs, compact where the pane is narrow.
-    let legend = if diffusing && inner.width >= 58 {
-        Line::from(vec![
-            Span::styled("█ every token =AR  ", t.bar_full),
-            Span::styled("█ some ≠AR  ", t.bar_partial),
-            Span::styled("block: ·1 ▂4 ▃8 ▅16 █32", t.dim),
-        ])
-    } else if diffusing {
-        Line::from(vec![
-            Span::styled("█all =AR ", t.bar_full),
-            Span::styled("█some ≠AR ", t.bar_partial),
-            Span::styled("B ·1▂4▃8▅16█32", t.dim),
-        ])
-    } else if inner.width >= 58 {
-        Line::from(vec![
-            Span::styled("█ full  ", t.bar_full),
-            Span::styled("█ reject  ", t.bar_partial),
-            Span::styled("█ reused branch  ", t.bar_reused),
-            Span::styled("block: ·1 ▂4 ▃8 ▅16 █32", t.dim),
-        ])
-    } else {
-        Line::from(vec![
-            Span::styled("█full ", t.bar_full),
-            Span::styled("█reject ", t.bar_partial),
-            Span::styled("█reused ", t.bar_reused),
-            Span::styled("B ·1▂4▃8▅16█32", t.dim),
-        ])
-    };
-    lines.push(legend);
-    let tally = &sm.tally;
-    let br = if tally.ar_judged > 0 && (diffusing || tally.branches.is_empty()) {
-        // Block diffusion: what a forward bought, and what it cost in faithfulness.
-        let per_forward = crate::engine::events::ratio(
-            tally.ar_judged as f64,
-            (tally.denoise_forwards + tally.refresh_forwards) as f64,
-        );
-        Fit::default()
-            .ranked(["diffusion ", "diff "], t.dim, 2)
-            .ranked([format!("{per_forward:.2} tok/forward ")], t.text, 0)
-            .ranked(
-                [
-                    format!("· AR agrees {:.1}% ", 100.0 * tally.ar_agreement()),
-                    format!("· =AR {:.0}% ", 100.0 * tally.ar_agreement()),
-                ],
-                t.warning,
-                1,
-            )
-            .ranked(["· not lossless", ""], t.dim, 3)
-            .line(usize::from(inner.width))
-    } else if tally.branches.is_empty() {
-        Line::from(vec![
-            Span::styled("branches ", t.dim),
-            Span::styled("none built yet", t.dim),
-        ])
-    } else {
-        // The hit rate matters most, then the per-kind counts (the label shortens
-        // first for them; they go whole when they still do not fit).
-        let kinds: String = tally
-            .branches
-            .iter()
-            .map(|(kind, c)| format!("{kind} {}/{} ", c.hits, c.built))
-            .collect();
-        let saved = tally.saved_drafts;
-        Fit::default()
-            .ranked(["branches ", "branch ", "br "], t.dim, 2)
-            .ranked([kinds, String::new()], t.text, 1)
-            .ranked(
-                [format!("· hit {:.0}% ", 100.0 * tally.hit_rate())],
-                t.dim,
-                0,
-            )
-            .ranked(
-                [
-                    format!("· {saved} drafts saved"),
-                    format!("· {saved} saved"),
-                    String::new(),
-                ],
-                t.dim,
-                3,
-            )
-            .line(usize::from(inner.width))
-    };
-    lines.push(br);
-    let w = usize::from(inner.width / 2).saturating_sub(22).max(4);
-    let (tpf, tps) = rates(&s.stats.samples, w);
-    let mut rate = Line::from(vec![
-        Span::styled("TPF ", t.dim),
-        Span::styled(sparkline(&tpf, w), t.accepted),
-        Span::styled(
-            tpf.last()
-                .map_or(" —  ".to_string(), |v| format!(" {v:.2}  ")),
-            t.text,
-        ),
-    ]);
-    // A simulator's tokens per second time the simulator, not a model; an imported
-    // log's forwards ran elsewhere.
-    if !s.session.untimed() {
-        rate.push_span(Span::styled("tok/s ", t.dim));
-        rate.push_span(Span::styled(sparkline(&tps, w), t.continuation));
-        rate.push_span(Span::styled(
-            tps.last().map_or(" —".to_string(), |v| format!(" {v:.0}")),
-            t.text,
-        ));
-    }
-    // Said in every form that fits: the status line's TPF is the session's.
-    let means = [
-        format!(" ({WINDOW}-round means)"),
-        format!(" (last {WINDOW})"),
-    ];
-    if let Some(m) = means
-        .into_iter()
-        .find(|m| rate.width() + m.width() <= usize::from(inner.width))
-    {
-        rate.push_span(Span::styled(m, t.dim));
-    }
-    lines.push(rate);
+    lines.push(legend(diffusing, inner.width, t));
+
+    lines.push(branch_line(
+        &sm.tally,
+        diffusing,
+        usize::from(inner.width),
+        t,
+    ));
+
+    lines.push(rate_line(s, inner.width, t));
+
     for (fam, fs) in &sm.families {
-        let mut spans = vec![Span::styled(format!("{fam:<6} "), t.text)];
-        let counts: Vec<usize> = BUCKETS
-            .iter()
-            .map(|(lo, hi, _)| {
-                fs.hist
-                    .iter()
-                    .enumerate()
-                    .filter(|(a, _)| a >= lo && a <= hi)
-                    .map(|(_, n)| n)
-                    .sum()
-            })
-            .collect();
-        let max = counts.iter().copied().max().unwrap_or(0).max(1);
-        for ((_, _, label), c) in BUCKETS.iter().zip(&counts) {
-            let bar = if *c == 0 {
-                '·'
-            } else {
-                EIGHTHS[(c * 8).div_ceil(max).clamp(1, 8)]
-            };
-            spans.push(Span::styled(label.to_string(), t.dim));
-            spans.push(Span::styled(format!("{bar} "), t.accepted));
-        }
-        // The longest tail that fits: a cut one would misread ("over 4" for 47 rounds).
-        let used: usize = spans.iter().map(|x| x.content.width()).sum();
-        let room = usize::from(inner.width).saturating_sub(used);
-        let (mean, n) = (fs.mean(), fs.rounds);
-        let tail = [
-            format!(" mean {mean:.2} over {n} rounds"),
-            format!(" mean {mean:.2} ({n})"),
-            format!(" mean {mean:.2}"),
-        ]
-        .into_iter()
-        .find(|x| x.width() <= room)
-        .unwrap_or_default();
-        spans.push(Span::styled(tail, t.dim));
-        lines.push(Line::from(spans));
+        lines.push(family_line(fam, fs, usize::from(inner.width), t));
     }
     let top = bar_rows + 1;
     if inner.height > top {
