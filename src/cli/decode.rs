@@ -12,7 +12,6 @@ use specscope::engine::options::{
     Blocks, DecodeOptions, Preset, DEFAULT_BLOCK, DEFAULT_MAX_NEW_TOKENS, DEFAULT_RISK_THRESHOLD,
     DEFAULT_THRESHOLD,
 };
-use specscope::engine::overlap::RowTable;
 use specscope::engine::Mode;
 
 /// The parser of an engine enum's flag: the names clap derives from its variants
@@ -69,21 +68,9 @@ pub struct DecodeArgs {
     /// RecGuide without overlap branches.
     #[arg(long)]
     pub no_overlap: bool,
-    /// Branch rows only where the cost profile says they pay (the presets' way).
-    #[arg(long, conflicts_with = "no_cost_aware")]
-    pub cost_aware: bool,
-    /// Every branch row the table builds at every load, paying or not (the ablation).
-    #[arg(long)]
-    pub no_cost_aware: bool,
     /// Margin below which a draft position is risky.
     #[arg(long, default_value_t = DEFAULT_RISK_THRESHOLD, allow_negative_numbers = true)]
     pub risk_threshold: f32,
-    /// Which branch rows RecGuide builds beside verification, by how many risky
-    /// positions the draft has: correction rows (P1–P3, the draft's next choices at a
-    /// risky position) and the continuation row (the block after a full accept); the
-    /// tables are described in docs/decisions.md ("Default row table") and src/engine/overlap.rs.
-    #[arg(long, value_parser = variants::<RowTable>(), default_value = "conditional-rank")]
-    pub row_table: RowTable,
     /// Sampling temperature (0 = greedy, lossless).
     #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
     pub temperature: f32,
@@ -151,15 +138,8 @@ impl DecodeArgs {
             o.blocks = Blocks::Fixed(fixed);
         }
         o.overlap = !self.no_overlap;
-        if self.cost_aware {
-            o.cost_aware = true;
-        }
-        if self.no_cost_aware {
-            o.cost_aware = false;
-        }
         o.risk_threshold = self.risk_threshold;
         o.threshold = self.threshold;
-        o.row_table = self.row_table;
         o.sampling.temperature = self.temperature;
         o.sampling.seed = self.seed;
         o.max_new_tokens = self.max_new_tokens;
@@ -172,6 +152,7 @@ impl DecodeArgs {
 mod tests {
     use super::*;
     use specscope::bench::sweep::Config;
+    use specscope::engine::overlap::RowTable;
 
     /// Every variant parses from its kebab name and its snake_case one, and the
     /// snake_case one is serde's (what recordings and bench JSON write).

@@ -325,7 +325,6 @@ fn run_modes_agree_with_ar_on_the_trained_fixture() {
     assert_eq!(ar_stats.tpf, 1.0);
     for m in [
         &["--mode", "linear", "--block", "8"][..],
-        &["--mode", "recguide", "--no-cost-aware"],
         &["--mode", "recguide"],
         &["--mode", "recguide", "--adaptive-blocks", "8,16,32"],
     ] {
