@@ -1,5 +1,5 @@
 //! The training data: the corpus rendered with the chat template, the held-out
-//! prompts written beside it, the tokenizer, and the three phases' token streams
+//! prompts written beside it, the tokenizer, and the two phases' token streams
 //! packed into sequences.
 
 use std::collections::HashSet;

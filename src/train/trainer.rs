@@ -227,6 +227,18 @@ impl Run {
         }
         state.command = command.to_string();
         state.steps = o.steps;
+        // A draft adapter drafts for the weights it was trained beside (an older
+        // version's `--lora-steps`, or one copied in): new steps make it stale, and
+        // loading would put it on top of them.
+        let adapter = o.out.join("linear_spec_lora");
+        if state.step < o.steps && adapter.exists() {
+            std::fs::remove_dir_all(&adapter)
+                .with_context(|| format!("cannot remove the stale {}", adapter.display()))?;
+            note(&format!(
+                "removed the stale draft adapter {}",
+                adapter.display()
+            ));
+        }
         Ok(Self {
             varmap,
             model,

@@ -153,7 +153,12 @@ fn toy_training_is_its_seeds() {
     };
     let first = run(one.path());
     assert_eq!(first.len(), 12);
+    // A draft adapter left beside the weights drafts for the old ones: training on
+    // removes it.
+    let adapter = two.path().join("model/linear_spec_lora");
+    std::fs::create_dir_all(&adapter).unwrap();
     assert_eq!(first, run(two.path()));
+    assert!(!adapter.exists(), "stale adapter removed");
 }
 
 /// The annealing phase switches to its own stream and schedule: the learning rate
