@@ -122,37 +122,31 @@ impl Streams {
             o.seq_len,
             started.elapsed().as_secs_f64()
         ));
-        let mut heldout = HashSet::new();
+        // The annealing stream: its own seed, never a held-out prompt.
+        let mut anneal = Vec::new();
         if o.anneal_steps > 0 {
+            let mut heldout = HashSet::new();
             for f in [Family::Math, Family::Code, Family::Qa] {
                 let n = o.heldout_per_family;
                 for e in corpus::heldout_exchanges(heldout_seed(o), f, n, &train_keys) {
                     heldout.insert(corpus::prompt_key(&e));
                 }
             }
+            let exchanges = corpus::generate_anneal(o.seed + 2_000_003, o.exchanges / 2, &heldout);
+            let texts = render_all(&exchanges)?;
+            let (packed, len) = encode(&texts)?;
+            note(&format!(
+                "annealing stream for {} steps: {} exchanges, {len} tokens",
+                o.anneal_steps,
+                texts.len()
+            ));
+            ensure!(
+                packed.len() / o.seq_len >= o.batch,
+                "annealing corpus too small: {} sequences",
+                packed.len() / o.seq_len
+            );
+            anneal = packed;
         }
-        let mut late_stream =
-            |name: &str, steps: usize, make: &dyn Fn() -> Vec<corpus::Exchange>| {
-                if steps == 0 {
-                    return Ok(Vec::new());
-                }
-                let texts = render_all(&make())?;
-                let (packed, len) = encode(&texts)?;
-                note(&format!(
-                    "{name} stream for {steps} steps: {} exchanges, {len} tokens",
-                    texts.len()
-                ));
-                ensure!(
-                    packed.len() / o.seq_len >= o.batch,
-                    "{name} corpus too small: {} sequences",
-                    packed.len() / o.seq_len
-                );
-                Ok(packed)
-            };
-        let n = o.exchanges / 2;
-        let anneal = late_stream("annealing", o.anneal_steps, &|| {
-            corpus::generate_anneal(o.seed + 2_000_003, n, &heldout)
-        })?;
         Ok(Self { main, anneal })
     }
 }

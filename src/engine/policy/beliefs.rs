@@ -345,8 +345,8 @@ impl Beliefs {
         )
     }
 
-    /// What a block of `b` is expected to pay for its branch rows at `load` (0 for a
-    /// request without overlap or an AR step).
+    /// What a block of `load.block` is expected to pay for its branch rows at that load
+    /// (0 for a request without overlap or an AR step).
     pub(super) fn rows_ms(&self, overlap: bool, gated: bool, load: RowLoad) -> f64 {
         if !overlap || load.block < 2 {
             return 0.0;
