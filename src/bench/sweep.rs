@@ -7,12 +7,13 @@ use anyhow::{anyhow, Result};
 use serde::{Deserialize, Serialize};
 
 use super::prompts::BenchPrompt;
+use crate::engine::ablation::ConfigOptions;
 use crate::engine::cost::Pricing;
 use crate::engine::events::{add_hist, ratio, Tally};
 use crate::engine::options::{Blocks, DecodeOptions, Preset};
 use crate::engine::overlap::RowTable;
 use crate::engine::policy::SurvivalTables;
-use crate::engine::{Batching, Mode, NullSink, Scheduler, SharedBackbone, Submit};
+use crate::engine::{Ablation, Batching, Mode, NullSink, Scheduler, SharedBackbone, Submit};
 
 /// The configurations a sweep can run. The command line's names (`--configs`) and its
 /// help come from the variants (clap's kebab-case), the JSON's from serde's, the same.
@@ -54,7 +55,7 @@ pub enum Config {
 #[derive(Debug, Clone, Serialize)]
 pub struct BenchConfig {
     pub name: String,
-    pub options: DecodeOptions,
+    pub options: ConfigOptions,
     /// How the scheduler shares forwards between requests.
     pub batching: Batching,
 }
@@ -80,10 +81,11 @@ pub fn configs(
     };
     let packed = |name: String, options: DecodeOptions| BenchConfig {
         name,
-        options,
+        options: ConfigOptions::shipped(options),
         batching: Batching::Packed,
     };
-    let per_table = |name: &str, options: DecodeOptions, batching: Batching| {
+    // A RecGuide configuration with branch rows, once per row table.
+    let per_table = |name: &str, options: DecodeOptions, ablation: Ablation, batching| {
         let name = name.to_string();
         tables.iter().map(move |&row_table| BenchConfig {
             name: if row_table == RowTable::default() {
@@ -91,13 +93,17 @@ pub fn configs(
             } else {
                 format!("{name} {}", row_table.name())
             },
-            options: DecodeOptions {
-                row_table,
-                ..options.clone()
+            options: ConfigOptions {
+                decode: options.clone(),
+                ablation: Ablation {
+                    row_table,
+                    ..ablation
+                },
             },
             batching,
         })
     };
+    let shipped = Ablation::SHIPPED;
     let paper = with(Preset::Paper);
     let mut out = Vec::new();
     for k in kinds {
@@ -121,28 +127,34 @@ pub fn configs(
                     ));
                 }
             }
-            Config::Recguide => out.extend(per_table("recguide", paper.clone(), Batching::Packed)),
+            Config::Recguide => out.extend(per_table(
+                "recguide",
+                paper.clone(),
+                shipped,
+                Batching::Packed,
+            )),
             Config::RecguideAllRows => out.extend(per_table(
                 "recguide all-rows",
-                DecodeOptions {
-                    cost_aware: false,
-                    ..paper.clone()
-                },
+                paper.clone(),
+                Ablation::EVERY_ROW,
                 Batching::Packed,
             )),
             Config::RecguideThroughput => out.extend(per_table(
                 "recguide throughput",
                 with(Preset::Throughput),
+                shipped,
                 Batching::Packed,
             )),
             Config::RecguideBuckets => out.extend(per_table(
                 "recguide buckets",
                 paper.clone(),
+                shipped,
                 Batching::ByBlock,
             )),
             Config::RecguideLockstep => out.extend(per_table(
                 "recguide lockstep",
                 paper.clone(),
+                shipped,
                 Batching::Lockstep,
             )),
             Config::RecguideAdaptive => out.push(packed(
@@ -152,20 +164,26 @@ pub fn configs(
                     ..paper.clone()
                 },
             )),
-            Config::RecguideAdaptiveEntropy => out.push(packed(
-                "recguide adaptive entropy".into(),
-                DecodeOptions {
-                    overlap: false,
-                    outcome_signal: false,
-                    ..paper.clone()
+            Config::RecguideAdaptiveEntropy => out.push(BenchConfig {
+                name: "recguide adaptive entropy".into(),
+                options: ConfigOptions {
+                    decode: DecodeOptions {
+                        overlap: false,
+                        ..paper.clone()
+                    },
+                    ablation: Ablation {
+                        outcome_signal: false,
+                        ..shipped
+                    },
                 },
-            )),
+                batching: Batching::Packed,
+            }),
             Config::RecguideAdaptiveBuckets => out.push(BenchConfig {
                 name: "recguide adaptive buckets".into(),
-                options: DecodeOptions {
+                options: ConfigOptions::shipped(DecodeOptions {
                     overlap: false,
                     ..paper.clone()
-                },
+                }),
                 batching: Batching::ByBlock,
             }),
             Config::Diffusion => {
@@ -191,6 +209,7 @@ pub fn configs(
                             blocks: Blocks::Fixed(b),
                             ..paper.clone()
                         },
+                        shipped,
                         Batching::Packed,
                     ));
                 }
@@ -211,7 +230,7 @@ pub struct BenchResult {
     /// The configuration's name (`linear B=32`): a label; what it ran is `options`.
     pub config: String,
     /// What the configuration decodes with: `plot` reads the mode and block size here.
-    pub options: DecodeOptions,
+    pub options: ConfigOptions,
     /// How its requests shared forwards.
     pub batching: Batching,
     pub concurrency: usize,
@@ -266,7 +285,8 @@ pub fn run_config(
     let mut sched = Scheduler::new(model.clone(), None)
         .with_tables(tables.clone())
         .with_pricing(pricing.clone())
-        .with_batching(cfg.batching);
+        .with_batching(cfg.batching)
+        .with_ablation(cfg.options.ablation);
     let mut outputs = vec![Vec::new(); prompts.len()];
     let mut ids: Vec<u64> = Vec::new();
     let mut r = BenchResult::empty(cfg, concurrency, prompts.len());
@@ -279,7 +299,7 @@ pub fn run_config(
             let p = &prompts[next];
             let s = Submit {
                 prompt: p.tokens.clone(),
-                options: cfg.options.clone(),
+                options: cfg.options.decode.clone(),
                 family: Some(p.family.clone()),
             };
             ids.push(sched.submit(s, &mut NullSink)?);
@@ -372,7 +392,7 @@ impl BenchResult {
         configs(
             Config::value_variants(),
             &blocks,
-            &[self.options.row_table],
+            &[self.options.ablation.row_table],
             &[self.options.threshold],
             &self.options,
         )

@@ -372,8 +372,9 @@ pub fn replay(args: ReplayArgs) -> Result<ExitCode> {
     let mut state = State::new(
         &format!("{} (replay)", h.model),
         &h.device,
-        h.options.clone(),
+        h.options.decode.clone(),
     )
+    .with_ablation(h.options.ablation)
     .with_source(h.source.clone())
     .with_keys(&ui.keymap);
     say_startup_note(&mut state);

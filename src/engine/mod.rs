@@ -6,6 +6,7 @@
 //! statistics in `signals`; `scheduler` runs the rounds and `worker` puts it on a
 //! thread of its own.
 
+pub mod ablation;
 pub mod ar;
 pub mod backbone;
 pub mod cost;
@@ -21,6 +22,7 @@ pub use crate::model::signals;
 pub mod survival;
 pub mod worker;
 
+pub use ablation::Ablation;
 pub use ar::{generate_ar, Generation};
 pub use backbone::{Backbone, SharedBackbone};
 pub use cost::{Clock, Pricing};

@@ -1,14 +1,14 @@
 //! How a request is decoded: the one options type. The command line parses into it,
 //! recordings store it, the screen shows and changes it, bench sweeps over it. Every
 //! default is written here once; the presets name the two policies users choose
-//! between.
+//! between. What bench's ablations turn off is not an option (`super::ablation`).
 
 use anyhow::{ensure, Result};
 use serde::{Deserialize, Serialize};
 
+use super::ablation::Ablation;
 pub use super::events::Blocks;
 use super::events::Mode;
-use super::overlap::RowTable;
 use super::signals::Sampling;
 
 /// The reference's action space for the adaptive block size (the paper's RecGuide).
@@ -53,10 +53,7 @@ impl Preset {
             mode: Mode::Recguide,
             blocks: Blocks::Adaptive(REFERENCE_BLOCKS.to_vec()),
             overlap: true,
-            cost_aware: true,
             risk_threshold: DEFAULT_RISK_THRESHOLD,
-            row_table: RowTable::default(),
-            outcome_signal: true,
             threshold: DEFAULT_THRESHOLD,
             sampling: Sampling::default(),
             max_new_tokens: DEFAULT_MAX_NEW_TOKENS,
@@ -105,27 +102,14 @@ pub struct DecodeOptions {
     pub blocks: Blocks,
     /// RecGuide: fuse correction/continuation branches with verification.
     pub overlap: bool,
-    /// RecGuide: branch rows ride only where the cost profile says they pay (off: every
-    /// row the row table asks for, the all-rows ablation).
-    pub cost_aware: bool,
     /// A draft position is risky when its margin p1 − p2 is below this.
     pub risk_threshold: f32,
-    pub row_table: RowTable,
-    /// RecGuide's adaptive block size reads the previous round's outcome (its block
-    /// size, and whether it was accepted whole) beside the verifier's entropy; off:
-    /// the entropy alone (the ablation).
-    #[serde(default = "outcome_on")]
-    pub outcome_signal: bool,
     /// Block diffusion: a masked position is committed once its top probability is at
     /// least this (at least one position per step whatever it is).
     #[serde(default = "default_threshold")]
     pub threshold: f32,
     pub sampling: Sampling,
     pub max_new_tokens: usize,
-}
-
-fn outcome_on() -> bool {
-    true
 }
 
 fn default_threshold() -> f32 {
@@ -221,11 +205,6 @@ impl DecodeOptions {
         self.mode == Mode::Recguide && self.overlap
     }
 
-    /// Branch rows are gated by the cost profile.
-    pub fn cost_gated(&self) -> bool {
-        self.overlap_on() && self.cost_aware
-    }
-
     /// The preset these options are, if they are one (`max_new_tokens` and sampling
     /// aside).
     pub fn preset(&self) -> Option<Preset> {
@@ -237,9 +216,6 @@ impl DecodeOptions {
                 o.mode == self.mode
                     && o.blocks == self.blocks
                     && o.overlap == self.overlap
-                    && o.cost_aware == self.cost_aware
-                    && o.row_table == self.row_table
-                    && o.outcome_signal == self.outcome_signal
                     && o.risk_threshold == self.risk_threshold
             })
     }
@@ -255,19 +231,7 @@ impl DecodeOptions {
                 self.fixed_block().unwrap_or(DEFAULT_BLOCK),
                 self.threshold
             ),
-            Mode::Recguide => {
-                let mut s = format!("RecGuide {}", self.blocks);
-                if !self.outcome_signal && matches!(self.blocks, Blocks::Adaptive(_)) {
-                    s.push_str(" (entropy only)");
-                }
-                if self.overlap {
-                    s.push_str(" +overlap");
-                    if !self.cost_aware {
-                        s.push_str(" (every row)");
-                    }
-                }
-                s
-            }
+            Mode::Recguide => Ablation::SHIPPED.label(self),
         }
     }
 

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use std::collections::HashSet;
 
+use crate::engine::ablation::ConfigOptions;
 use crate::engine::events::{DecodeEvent, Mode, RequestId, EVENT_VERSION};
 use crate::engine::options::{Blocks, DecodeOptions};
 
@@ -43,8 +44,9 @@ pub struct TraceHeader {
     /// FNV-1a 64 of tokenizer.json, hex.
     pub tokenizer_hash: String,
     pub device: String,
-    /// The options the recorded requests start with.
-    pub options: DecodeOptions,
+    /// The options the recorded requests start with, and the ablation of a recording
+    /// made when ablations were options (shipped in every other).
+    pub options: ConfigOptions,
     /// How risky positions were defined.
     pub risk: RiskDefinition,
     /// Where the block policy's prices came from (`--cost-profile`), and whether they
@@ -77,7 +79,7 @@ impl<'de> Deserialize<'de> for TraceHeader {
             #[serde(default)]
             tokenizer_hash: String,
             device: String,
-            options: Option<DecodeOptions>,
+            options: Option<ConfigOptions>,
             risk: RiskDefinition,
             #[serde(default)]
             cost_profile: String,
@@ -105,7 +107,7 @@ impl<'de> Deserialize<'de> for TraceHeader {
                 o.risk_threshold = r.risk.threshold;
                 o.sampling.temperature = r.temperature.unwrap_or(0.0);
                 o.sampling.seed = r.seed.unwrap_or(0);
-                o
+                ConfigOptions::shipped(o)
             }
         };
         Ok(TraceHeader {
@@ -131,7 +133,7 @@ impl<'de> Deserialize<'de> for TraceHeader {
 impl TraceHeader {
     /// States the decoding options the recorded requests start with.
     pub fn set_options(&mut self, o: &DecodeOptions) {
-        self.options = o.clone();
+        self.options = ConfigOptions::shipped(o.clone());
         self.risk.threshold = o.risk_threshold;
     }
 }
@@ -164,7 +166,7 @@ impl TraceHeader {
                 metric: "margin".into(),
                 threshold: options.risk_threshold,
             },
-            options,
+            options: ConfigOptions::shipped(options),
             cost_profile: String::new(),
             command: String::new(),
             machine: String::new(),
@@ -330,7 +332,7 @@ mod tests {
         };
         h.set_options(&o);
         let back: TraceHeader = serde_json::from_str(&serde_json::to_string(&h).unwrap()).unwrap();
-        assert_eq!(back.options, o);
+        assert_eq!(back.options.decode, o);
         assert_eq!(back.risk.threshold, 0.3);
     }
 

@@ -356,6 +356,11 @@ impl SummaryBuilder {
         self.rounds.round(req, round)
     }
 
+    /// The round of `req` being gathered (`Assembler::gathering`).
+    pub fn gathering(&self, req: RequestId) -> Option<&Round> {
+        self.rounds.gathering(req)
+    }
+
     pub fn push(&mut self, e: &TraceEvent) {
         match e {
             TraceEvent::Decode(d) => {

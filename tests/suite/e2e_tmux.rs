@@ -426,7 +426,7 @@ fn rounds_with_branches(path: &std::path::Path) -> std::collections::BTreeSet<(u
     use specscope::tui::app::Player;
     use specscope::tui::state::State;
     let trace = specscope::trace::read_trace(path).expect("the recording reads");
-    let mut s = State::new("rec", "cpu", trace.header.options.clone());
+    let mut s = State::new("rec", "cpu", trace.header.options.decode.clone());
     let mut player = Player::new(trace.clone(), "rec".into());
     while player.pos < trace.events.len() {
         player.step(&mut s);
@@ -434,7 +434,7 @@ fn rounds_with_branches(path: &std::path::Path) -> std::collections::BTreeSet<(u
     s.rounds
         .list
         .iter()
-        .filter(|r| !r.branches.is_empty())
+        .filter(|e| !e.view(&s.stats.summary).branches.is_empty())
         .map(|r| (r.req.to_string().parse().unwrap(), r.round))
         .collect()
 }

@@ -6,8 +6,8 @@ use std::time::Duration;
 use crate::common::fixture_prompts;
 use specscope::engine::events::{Rule, Tally};
 use specscope::engine::{
-    Blocks, Clock, DecodeEvent, DecodeOptions, EngineCommand, EngineHandle, EventSink, Mode,
-    NullSink, Preset, Pricing, Scheduler, StopReason, Submit, VecSink,
+    Ablation, Blocks, Clock, DecodeEvent, DecodeOptions, EngineCommand, EngineHandle, EventSink,
+    Mode, NullSink, Preset, Pricing, Scheduler, StopReason, Submit, VecSink,
 };
 use specscope::trace::{Summary, TraceEvent};
 
@@ -15,7 +15,6 @@ fn opts(mode: Mode, block: usize) -> DecodeOptions {
     DecodeOptions {
         mode,
         blocks: Blocks::Fixed(block),
-        cost_aware: false,
         max_new_tokens: 48,
         ..DecodeOptions::default()
     }
@@ -78,7 +77,8 @@ fn block_choices(events: &[DecodeEvent]) -> Vec<(u64, usize, Rule)> {
 #[test]
 fn reuse_saves_draft_forwards_and_tpf_is_as_defined() {
     let (model, prompts) = fixture_prompts(4);
-    let mut sched = Scheduler::new(model.clone(), None);
+    // Every row the table asks for rides, so branches hit.
+    let mut sched = Scheduler::new(model.clone(), None).with_ablation(Ablation::EVERY_ROW);
     let with = run_all(&mut sched, &prompts, &opts(Mode::Recguide, 8));
     let mut sched = Scheduler::new(model.clone(), None);
     let without = run_all(&mut sched, &prompts, &opts(Mode::Linear, 8));
@@ -214,13 +214,13 @@ fn cancel_then_resubmit_matches_a_fresh_run() {
     let (model, prompts) = fixture_prompts(1);
     let o = DecodeOptions {
         max_new_tokens: 64,
-        cost_aware: false,
         ..DecodeOptions::default()
     };
-    let mut fresh = Scheduler::new(model.clone(), None);
+    let mut fresh = Scheduler::new(model.clone(), None).with_ablation(Ablation::EVERY_ROW);
     let want = run_all(&mut fresh, &prompts[..1], &o).remove(0).tokens;
 
-    let (engine, mut rx) = EngineHandle::spawn(Scheduler::new(model, None));
+    let (engine, mut rx) =
+        EngineHandle::spawn(Scheduler::new(model, None).with_ablation(Ablation::EVERY_ROW));
     engine.send(EngineCommand::Pause);
     let id = engine.submit(Submit {
         prompt: prompts[0].clone(),

@@ -9,6 +9,7 @@ use specscope::engine::cost::CostModel;
 use specscope::engine::options::THROUGHPUT_BLOCKS;
 use specscope::engine::overlap::RowTable;
 use specscope::engine::policy::{stratum, SurvivalTables};
+use specscope::engine::Ablation;
 use specscope::engine::{
     generate_ar, Batching, Blocks, DecodeOptions, Mode, NullSink, Preset, RequestStats, Scheduler,
     Submit,
@@ -16,6 +17,8 @@ use specscope::engine::{
 use specscope::model::Model;
 
 const MAX_NEW: usize = 40;
+/// Every branch row the table asks for rides, so branches are built and hit.
+const ROWS: Ablation = Ablation::EVERY_ROW;
 
 fn reference(model: &Model, prompts: &[Vec<u32>]) -> Vec<Vec<u32>> {
     let eos = model.config().eos_token_ids();
@@ -29,14 +32,16 @@ fn reference(model: &Model, prompts: &[Vec<u32>]) -> Vec<Vec<u32>> {
         .collect()
 }
 
-/// Decodes every prompt with `opts`, `concurrency` requests in flight at a time.
+/// Decodes every prompt with `opts` and `ablation`, `concurrency` requests in flight
+/// at a time.
 fn decode(
     model: &Model,
     prompts: &[Vec<u32>],
     opts: &DecodeOptions,
+    ablation: Ablation,
     concurrency: usize,
 ) -> (Vec<Vec<u32>>, Vec<RequestStats>) {
-    let sched = scheduler(model, Batching::Packed, gpu_like());
+    let sched = scheduler(model, Batching::Packed, gpu_like(), ablation);
     decode_with(sched, prompts, opts, concurrency, |_| {})
 }
 
@@ -72,10 +77,11 @@ fn cpu_like() -> CostModel {
     }
 }
 
-/// A scheduler with a batching choice and fixed costs.
-fn scheduler(model: &Model, batching: Batching, cost: CostModel) -> Scheduler {
+/// A scheduler with a batching choice, an ablation and fixed costs.
+fn scheduler(model: &Model, batching: Batching, cost: CostModel, ablation: Ablation) -> Scheduler {
     Scheduler::new(model.clone(), None)
         .with_batching(batching)
+        .with_ablation(ablation)
         .with_pricing(specscope::engine::Pricing::fixed(cost))
 }
 
@@ -113,7 +119,8 @@ pub(crate) fn decode_with(
 }
 
 /// `adaptive`: the widest action space, {1, 4, 8, 16, 32} (AR steps and small drafts
-/// mixed with large ones), else a fixed `block`.
+/// mixed with large ones), else a fixed `block`. Decoded with [`ROWS`], every branch
+/// row the table asks for rides.
 fn opts(mode: Mode, block: usize, overlap: bool, adaptive: bool) -> DecodeOptions {
     DecodeOptions {
         mode,
@@ -123,7 +130,6 @@ fn opts(mode: Mode, block: usize, overlap: bool, adaptive: bool) -> DecodeOption
             Blocks::Fixed(block)
         },
         overlap,
-        cost_aware: false,
         max_new_tokens: MAX_NEW,
         ..DecodeOptions::default()
     }
@@ -137,12 +143,14 @@ fn every_mode_is_lossless() {
     let mut configs = vec![(
         "ar".to_string(),
         opts(Mode::Ar, 1, false, false),
+        ROWS,
         vec![1, 4, 16],
     )];
     for b in [1, 4, 8, 16, 32] {
         configs.push((
             format!("linear B={b}"),
             opts(Mode::Linear, b, false, false),
+            ROWS,
             vec![1, 4, 16],
         ));
     }
@@ -151,6 +159,7 @@ fn every_mode_is_lossless() {
         configs.push((
             name,
             opts(Mode::Recguide, 16, overlap, adaptive),
+            ROWS,
             vec![1, 4, 16],
         ));
     }
@@ -159,7 +168,12 @@ fn every_mode_is_lossless() {
             max_new_tokens: MAX_NEW,
             ..preset.options()
         };
-        configs.push((format!("preset {preset:?}"), o, vec![1, 4, 16]));
+        configs.push((
+            format!("preset {preset:?}"),
+            o,
+            Ablation::SHIPPED,
+            vec![1, 4, 16],
+        ));
     }
     for table in [
         RowTable::Multi,
@@ -167,14 +181,20 @@ fn every_mode_is_lossless() {
         RowTable::NoP3,
         RowTable::P1ConditionalNew,
     ] {
-        let mut o = opts(Mode::Recguide, 8, true, false);
-        o.row_table = table;
-        configs.push((format!("recguide {table:?}"), o, vec![1, 16]));
+        configs.push((
+            format!("recguide {table:?}"),
+            opts(Mode::Recguide, 8, true, false),
+            Ablation {
+                row_table: table,
+                ..ROWS
+            },
+            vec![1, 16],
+        ));
     }
     let (mut accepted_drafts, mut hits) = (0, 0);
-    for (name, o, concurrencies) in &configs {
+    for (name, o, ablation, concurrencies) in &configs {
         for &c in concurrencies {
-            let (got, stats) = decode(&model, &prompts, o, c);
+            let (got, stats) = decode(&model, &prompts, o, *ablation, c);
             for (k, (g, w)) in got.iter().zip(&want).enumerate() {
                 assert_eq!(g, w, "{name} C={c}: prompt {k} differs from AR");
             }
@@ -202,13 +222,12 @@ fn adaptive_small_blocks_and_ar_steps_are_lossless() {
     let (model, prompts) = fixture_prompts(17);
     let prompts = &prompts[..24];
     let want = reference(&model, prompts);
-    let mut o = opts(Mode::Recguide, 16, true, true);
-    o.cost_aware = true;
+    let o = opts(Mode::Recguide, 16, true, true);
     let mut sizes = std::collections::BTreeSet::new();
     for c in [1, 4, 16] {
         for batching in [Batching::Packed, Batching::Lockstep, Batching::ByBlock] {
             let (got, stats) = decode_with(
-                scheduler(&model, batching, cpu_like()),
+                scheduler(&model, batching, cpu_like(), Ablation::SHIPPED),
                 prompts,
                 &o,
                 c,
@@ -257,7 +276,7 @@ fn packed_rounds_share_forwards_and_match_buckets() {
     let mut last = (0, 0);
     let mut worst = 0;
     let tables = follow_the_last_round();
-    let sched = scheduler(&model, Batching::Packed, gpu_like()).with_tables(tables.clone());
+    let sched = scheduler(&model, Batching::Packed, gpu_like(), ROWS).with_tables(tables.clone());
     let (packed, _) = decode_with(sched, prompts, &o, 4, |s| {
         let c = s.counts();
         let now = (c.draft, c.verify + c.fused);
@@ -267,7 +286,7 @@ fn packed_rounds_share_forwards_and_match_buckets() {
     assert_eq!(packed, want);
     assert_eq!(worst, 1, "a round ran more than one forward per phase");
     let mut by_block_forwards = 0;
-    let sched = scheduler(&model, Batching::ByBlock, gpu_like()).with_tables(tables);
+    let sched = scheduler(&model, Batching::ByBlock, gpu_like(), ROWS).with_tables(tables);
     let (buckets, stats) = decode_with(sched, prompts, &o, 4, |s| {
         let c = s.counts();
         by_block_forwards = c.draft + c.verify + c.fused;
@@ -301,24 +320,24 @@ fn bundled_model_is_lossless() {
         .map(|p| tok.encode_chat(&p.messages(), false).unwrap())
         .collect();
     let want = reference(&model, &prompts);
-    let mut adaptive = opts(Mode::Recguide, 16, true, true);
-    adaptive.cost_aware = true;
+    let adaptive = opts(Mode::Recguide, 16, true, true);
     let paper = DecodeOptions {
         max_new_tokens: MAX_NEW,
         ..DecodeOptions::default()
     };
-    for (name, o) in [
-        ("paper preset", paper),
-        ("linear B=8", opts(Mode::Linear, 8, false, false)),
-        ("linear B=32", opts(Mode::Linear, 32, false, false)),
+    for (name, o, ablation) in [
+        ("paper preset", paper, Ablation::SHIPPED),
+        ("linear B=8", opts(Mode::Linear, 8, false, false), ROWS),
+        ("linear B=32", opts(Mode::Linear, 32, false, false), ROWS),
         (
             "recguide overlap B=16",
             opts(Mode::Recguide, 16, true, false),
+            ROWS,
         ),
-        ("recguide", adaptive),
+        ("recguide", adaptive, Ablation::SHIPPED),
     ] {
         for c in [1, 4] {
-            let (got, _) = decode(&model, &prompts, &o, c);
+            let (got, _) = decode(&model, &prompts, &o, ablation, c);
             for (k, (g, w)) in got.iter().zip(&want).enumerate() {
                 assert_eq!(g, w, "{name} C={c}: prompt {k} differs from AR");
             }
@@ -357,7 +376,7 @@ fn streamed_projections_are_lossless() {
         ("adaptive", opts(Mode::Recguide, 8, true, true)),
     ] {
         for c in [1, 4] {
-            let (got, _) = decode(&model, &prompts, &o, c);
+            let (got, _) = decode(&model, &prompts, &o, ROWS, c);
             for (k, (g, w)) in got.iter().zip(&want).enumerate() {
                 assert_eq!(g, w, "{name} C={c}: prompt {k} differs from AR");
             }

@@ -1,6 +1,6 @@
 //! The strategies: how each request's block size is chosen, as a value
 //! ([`Strategy`]) and one pure decision function of the beliefs, the members of the
-//! round being planned and the batching ([`decide`]). What the decision changes in
+//! round being planned, the batching and the ablation ([`decide`]). What the decision changes in
 //! the beliefs (the sizes it ran, the regime's trial) comes back as a
 //! [`RoundPlan`] the scheduler reports with `Observation::Decided`.
 
@@ -10,6 +10,7 @@ use super::regime::{Regime, RegimeTurn};
 use super::rows::RowLoad;
 use super::tables::cold_start;
 use super::{ratio_rule, Decision, Learned, Member};
+use crate::engine::ablation::Ablation;
 use crate::engine::events::{BlockCandidate, BlockDecision, Mode, Rule};
 use crate::engine::options::{Batching, Blocks};
 
@@ -63,10 +64,18 @@ pub(super) struct JointTurn {
 /// Block sizes for every member of a round. Where the round shares its forwards
 /// (`batching` packs) adaptive requests choose together; otherwise each by the
 /// per-request rule (the reference's buckets). A carried round keeps its size.
-pub fn decide(beliefs: &Beliefs, members: &[Member], batching: Batching) -> RoundPlan {
+/// `ablation` says what of RecGuide is turned off (bench's ablations; shipped
+/// otherwise).
+pub fn decide(
+    beliefs: &Beliefs,
+    members: &[Member],
+    batching: Batching,
+    ablation: &Ablation,
+) -> RoundPlan {
     let p = Planner {
         b: beliefs,
         batching,
+        ablation,
         concurrency: members.len(),
         rides: batching == Batching::Packed,
     };
@@ -116,6 +125,7 @@ pub fn decide(beliefs: &Beliefs, members: &[Member], batching: Batching) -> Roun
 struct Planner<'a> {
     b: &'a Beliefs,
     batching: Batching,
+    ablation: &'a Ablation,
     concurrency: usize,
     /// Fresh drafts ride the shared forward (`Batching::Packed`): a row's hit spares
     /// this request a forward's share whatever the others do.
@@ -134,7 +144,7 @@ impl Planner<'_> {
 
     fn option(&self, m: &Member, b: usize, drafts: bool) -> RoundOption {
         let o = m.options;
-        let rows = (o.overlap_on(), o.cost_gated());
+        let rows = (o.overlap_on(), self.ablation.prices_rows(o));
         self.b.option(m.history, rows, self.load(m, b), drafts)
     }
 
@@ -201,8 +211,11 @@ impl Planner<'_> {
             m.ctx,
             &Learned {
                 rows_ms: &|b| {
-                    self.b
-                        .rows_ms(o.overlap_on(), o.cost_gated(), self.load(m, b))
+                    self.b.rows_ms(
+                        o.overlap_on(),
+                        self.ablation.prices_rows(o),
+                        self.load(m, b),
+                    )
                 },
                 calibration: &|b| self.b.calibration(b, m.history),
             },

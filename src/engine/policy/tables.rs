@@ -35,7 +35,7 @@ pub struct History {
 
 impl History {
     /// Whether the previous round's outcome is read beside the entropy
-    /// (`DecodeOptions::outcome_signal`).
+    /// (`Ablation::outcome_signal`).
     pub fn read_outcome(&mut self, on: bool) {
         self.entropy_only = !on;
     }

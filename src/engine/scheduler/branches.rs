@@ -52,7 +52,7 @@ impl Scheduler {
             &p.block,
             &p.draft,
             &p.risky,
-            r.opts.row_table,
+            self.ablation.row_table,
             self.mask,
             &banned,
             room,
@@ -82,7 +82,7 @@ impl Scheduler {
             block: p.block_size,
             rides: self.batching == Batching::Packed,
         };
-        let priced = r.opts.cost_gated();
+        let priced = self.ablation.prices_rows(&r.opts);
         let kinds: Vec<BranchKind> = rows.iter().map(|(_, k)| k.kind).collect();
         self.beliefs.observe(Observation::RowsPlanned {
             block: p.block_size,

@@ -26,6 +26,7 @@ pub use diffusion::commit_positions;
 pub use request::{Finished, Submit};
 use request::{Pending, ReqState};
 
+use super::ablation::Ablation;
 use super::backbone::Backbone;
 use super::cost::{CostModel, ForwardShape, Pricing};
 use super::events::{BlockDecision, DecodeEvent, EventSink, Mode, Phase, RequestId};
@@ -144,6 +145,7 @@ pub struct Scheduler {
     eos: Vec<u32>,
     counts: ForwardCounts,
     batching: Batching,
+    ablation: Ablation,
     /// Tokens committed so far by every request.
     committed: usize,
 }
@@ -168,12 +170,20 @@ impl Scheduler {
             eos,
             counts: ForwardCounts::default(),
             batching: Batching::default(),
+            ablation: Ablation::SHIPPED,
             committed: 0,
         }
     }
 
     pub fn with_batching(mut self, batching: Batching) -> Self {
         self.batching = batching;
+        self
+    }
+
+    /// What of RecGuide to turn off for every request (bench's ablations; before the
+    /// first request).
+    pub fn with_ablation(mut self, ablation: Ablation) -> Self {
+        self.ablation = ablation;
         self
     }
 
@@ -242,7 +252,7 @@ impl Scheduler {
             if o.mode != r.opts.mode || o.blocks != r.opts.blocks {
                 r.pending = None;
             }
-            r.history.read_outcome(o.outcome_signal);
+            r.history.read_outcome(self.ablation.outcome_signal);
             r.opts = o;
         }
         Ok(())
@@ -295,7 +305,7 @@ impl Scheduler {
                 }
             })
             .collect();
-        let decided = policy::decide(&self.beliefs, &members, self.batching);
+        let decided = policy::decide(&self.beliefs, &members, self.batching, &self.ablation);
         self.beliefs.observe(Observation::Decided(&decided));
         // A round whose draft rode the last forward keeps its block: verify it now.
         let plans: Vec<Plan> = live

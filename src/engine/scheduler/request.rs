@@ -111,7 +111,7 @@ impl Scheduler {
             carried: None,
             history: {
                 let mut h = History::default();
-                h.read_outcome(s.options.outcome_signal);
+                h.read_outcome(self.ablation.outcome_signal);
                 h
             },
             stats: RequestStats {

@@ -9,6 +9,7 @@ use anyhow::Result;
 use candle_core::{Device, Tensor};
 
 use super::{ForwardCounts, Scheduler, Submit};
+use crate::engine::ablation::Ablation;
 use crate::engine::backbone::Backbone;
 use crate::engine::events::assemble::Assembler;
 use crate::engine::events::{BranchOutcome, DecodeEvent, Mode, Phase, StopReason, VecSink};
@@ -197,10 +198,10 @@ fn a_correction_branch_hits_and_spares_the_next_draft() {
         } else {
             (answer(p), None)
         }
-    });
+    })
+    .with_ablation(Ablation::EVERY_ROW); // every row the table asks for
     let o = DecodeOptions {
         blocks: Blocks::Fixed(8),
-        cost_aware: false, // every row the table asks for
         max_new_tokens: 24,
         ..DecodeOptions::default()
     };
@@ -247,10 +248,10 @@ fn two_at_once(
             None,
         )
     })
-    .with_batching(batching);
+    .with_batching(batching)
+    .with_ablation(Ablation::EVERY_ROW);
     let o = DecodeOptions {
         blocks: Blocks::Fixed(8),
-        cost_aware: false,
         max_new_tokens: 40,
         ..DecodeOptions::default()
     };

@@ -67,8 +67,8 @@ fn differs_from_ar(s: &State, req: crate::engine::events::RequestId) -> Option<S
         .rounds
         .list
         .iter()
-        .filter(|r| r.req == req)
-        .filter_map(crate::tui::state::RoundView::ar_agreement)
+        .filter(|e| e.req == req)
+        .filter_map(|e| e.view(&s.stats.summary).ar_agreement())
         .collect();
     let differ = judged.iter().filter(|a| **a < 1.0).count();
     (differ > 0).then(|| {

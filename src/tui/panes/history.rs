@@ -198,7 +198,7 @@ pub fn rates(samples: &VecDeque<Sample>, last: usize) -> (Vec<f64>, Vec<f64>) {
 /// Per-round bars: height = tokens kept / block size (block diffusion: the share AR
 /// agrees with), 4 rows of eighths.
 struct Bars<'a> {
-    rounds: &'a [&'a RoundView],
+    rounds: &'a [RoundView<'a>],
     highlight: Option<usize>,
     theme: &'a Theme,
 }
@@ -463,13 +463,14 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme) {
     // The newest `plot_w` verified rounds, oldest first; borrowed, not cloned (rounds
     // carry top-k detail and this runs every frame).
     let list = &s.rounds.list;
-    let mut verified: Vec<usize> = (0..list.len())
+    let mut verified: Vec<(usize, RoundView)> = (0..list.len())
         .rev()
-        .filter(|i| list[*i].settled())
+        .map(|i| (i, list[i].view(&s.stats.summary)))
+        .filter(|(_, v)| v.settled())
         .take(plot_w)
         .collect();
     verified.reverse();
-    let shown: Vec<&RoundView> = verified.iter().map(|i| &list[*i]).collect();
+    let (verified, shown): (Vec<usize>, Vec<RoundView>) = verified.into_iter().unzip();
     let highlight = s
         .rounds
         .view
@@ -489,7 +490,7 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme) {
     };
     // Bar height is tokens advanced ÷ block size (F1's "history bars"); for block
     // diffusion, the share of the block AR would have emitted.
-    let diffusing = shown.last().is_some_and(|r| r.diffusion.is_some());
+    let diffusing = shown.last().is_some_and(RoundView::diffusing);
     label(f, 0, if diffusing { "=AR" } else { "adv/B" });
     f.render_widget(
         Bars {

@@ -185,10 +185,13 @@ pub(super) fn on_action(s: &mut State, a: Action) -> Vec<Effect> {
             });
         }
         Action::Step => fx.push(Effect::Step),
-        Action::RoundPrev => s.rounds.prev(),
+        Action::RoundPrev => s.rounds.prev(&s.stats.summary),
         Action::RoundNext => s.rounds.next(),
         Action::RoundLive => s.rounds.view = None,
-        Action::PosPrev | Action::PosNext => s.rounds.select(a == Action::PosNext),
+        Action::PosPrev | Action::PosNext => {
+            let n = s.shown_round().map_or(0, |r| r.positions());
+            s.rounds.select(a == Action::PosNext, n);
+        }
         Action::CycleMode
         | Action::BlockSmaller
         | Action::BlockLarger
@@ -285,13 +288,10 @@ fn change_options(s: &mut State, a: Action) {
         Action::ToggleOverlap => {
             o.toggle_overlap();
             if o.overlap {
-                // Which rows ride is the options' own: priced, or every row.
-                let rows = if o.cost_aware {
-                    "a row rides where its price pays"
-                } else {
-                    "every row the table builds"
-                };
-                format!("overlap branches on ({rows}): {}", o.label())
+                format!(
+                    "overlap branches on (a row rides where its price pays): {}",
+                    o.label()
+                )
             } else {
                 format!("overlap branches off: {}", o.label())
             }

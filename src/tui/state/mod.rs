@@ -13,7 +13,7 @@ mod status;
 use std::collections::HashMap;
 
 pub use chat::{messages_of, Chat, Role, Turn, TurnStatus};
-pub use rounds::{DiffusionView, RoundView, Rounds, VerdictView, MAX_ROUNDS};
+pub use rounds::{DiffusionView, RoundEntry, RoundView, Rounds, VerdictView, MAX_ROUNDS};
 pub use stats::{Comparison, Rate, Sample, SpeedMeter, Stats};
 pub use status::{
     pace_label, Level, Notice, ReplayPace, ReplayStatus, Status, Topic, DEFAULT_LIVE_PACE,
@@ -22,6 +22,7 @@ pub use status::{
 
 use crate::engine::events::{DecodeEvent, Origin, RequestId, StopReason};
 use crate::engine::options::DecodeOptions;
+use crate::engine::Ablation;
 use crate::model::ChatMessage;
 use crate::trace::{SessionEvent, TraceEvent};
 
@@ -175,6 +176,9 @@ pub struct Session {
     pub token_text: HashMap<u32, String>,
     /// An imported log's origin (a replay of `trace import`'s recording).
     pub source: Option<crate::trace::nld::ImportSource>,
+    /// What a replayed recording turned off, made when ablations were options
+    /// (shipped otherwise): its labels say so.
+    pub ablation: Ablation,
 }
 
 impl Session {
@@ -207,7 +211,7 @@ impl Session {
     pub fn label(&self) -> String {
         self.active()
             .and_then(|r| self.requests.get(&r))
-            .map_or_else(|| self.options.label(), |i| i.label.clone())
+            .map_or_else(|| self.ablation.label(&self.options), |i| i.label.clone())
     }
 }
 
@@ -246,6 +250,7 @@ impl State {
                 live: Vec::new(),
                 token_text: HashMap::new(),
                 source: None,
+                ablation: Ablation::SHIPPED,
             },
             chat: Chat::default(),
             rounds: Rounds::default(),
@@ -260,9 +265,20 @@ impl State {
         }
     }
 
+    /// The round the round pane shows (`Rounds::shown`).
+    pub fn shown_round(&self) -> Option<RoundView<'_>> {
+        self.rounds.shown(&self.stats.summary)
+    }
+
     /// The same with the active keymap's keys for what notices name.
     pub fn with_keys(mut self, keymap: &crate::tui::keymap::Keymap) -> Self {
         self.keys = KeyHints::of(keymap);
+        self
+    }
+
+    /// The same replaying a recording made with `ablation` (its labels name it).
+    pub fn with_ablation(mut self, ablation: Ablation) -> Self {
+        self.session.ablation = ablation;
         self
     }
 
@@ -385,8 +401,35 @@ pub fn update(s: &mut State, msg: Msg) -> Vec<Effect> {
     }
 }
 
-/// Shows the round a decode event belongs to as the statistics' round assembler has
-/// gathered it so far (it took the event in `Stats::push`).
+/// Before the statistics' round assembler takes `e`: the round it is gathering for
+/// `e`'s request, when `e` makes it drop that round unfinished (the request ended, or
+/// its events moved on to another round), is kept for the round pane.
+fn keep_cut_off(s: &mut State, e: &DecodeEvent) {
+    let Some(req) = e.request() else {
+        return;
+    };
+    let Some(open) = s.stats.summary.gathering(req) else {
+        return;
+    };
+    let drops = match e {
+        DecodeEvent::RequestFinished { .. } | DecodeEvent::Error { .. } => true,
+        _ => e
+            .round()
+            .is_some_and(|r| r > 0 && r != open.round && s.stats.summary.round(req, r).is_none()),
+    };
+    if drops {
+        if let Some(entry) = s.rounds.find_mut(req, open.round) {
+            if entry.kept.is_none() {
+                entry.kept = Some(open.clone());
+            }
+        }
+    }
+}
+
+/// After the assembler took `e` (in `Stats::push`): the round pane has an entry for
+/// the round `e` belongs to, and keeps a copy of it once committed (the assembler
+/// holds it until then; a later event of a committed round, in an older recording's
+/// order, renews the copy).
 fn show_round(s: &mut State, t: f64, e: &DecodeEvent) {
     let (Some(req), Some(round)) = (e.request(), e.round()) else {
         return;
@@ -395,7 +438,10 @@ fn show_round(s: &mut State, t: f64, e: &DecodeEvent) {
         return; // the prefill's first token: no round to show
     }
     if let Some(r) = s.stats.summary.round(req, round) {
-        s.rounds.get_mut(req, round, t).fill(r);
+        let entry = s.rounds.get_mut(req, round, t);
+        if matches!(e, DecodeEvent::Committed { .. }) || entry.kept.is_some() {
+            entry.kept = Some(r.clone());
+        }
     }
 }
 
@@ -409,9 +455,12 @@ fn on_event(s: &mut State, t: f64, event: TraceEvent) {
             .rev()
             .take(64)
             .find(|r| r.req == *req && r.round == *round)
-            .map(RoundView::size),
+            .map(|e| e.view(&s.stats.summary).size()),
         _ => None,
     };
+    if let TraceEvent::Decode(e) = &event {
+        keep_cut_off(s, e);
+    }
     s.stats.push(t, &event, block);
     let e = match event {
         TraceEvent::Session(se) => return on_session(s, t, se),
@@ -436,8 +485,8 @@ fn on_event(s: &mut State, t: f64, event: TraceEvent) {
             s.session.requests.insert(
                 req,
                 RequestInfo {
-                    label: o.label(),
-                    started: o.label(),
+                    label: s.session.ablation.label(&o),
+                    started: s.session.ablation.label(&o),
                     family: family.unwrap_or_else(|| "chat".into()),
                     stop: None,
                     diffusing: mode == crate::engine::Mode::Diffusion,
@@ -556,8 +605,8 @@ fn on_session(s: &mut State, t: f64, e: SessionEvent) {
             s.session.requests.insert(
                 r.req,
                 RequestInfo {
-                    label: s.session.options.label(),
-                    started: s.session.options.label(),
+                    label: s.session.ablation.label(&s.session.options),
+                    started: s.session.ablation.label(&s.session.options),
                     family: crate::trace::summary::IMPORTED_FAMILY.into(),
                     stop: None,
                     diffusing: false,
@@ -574,9 +623,7 @@ fn on_session(s: &mut State, t: f64, e: SessionEvent) {
         SessionEvent::ImportedRound(r) => {
             let (req, round, emitted) = (r.req, r.round, r.emitted());
             let ended = r.row.as_ref().and_then(|c| c.eos_hit) == Some(true);
-            let view = s.rounds.get_mut(req, round, t);
-            view.block_size = Some(r.block());
-            view.imported = Some(r);
+            s.rounds.get_mut(req, round, t).imported = Some(r);
             let Some(tokens) = s
                 .session
                 .requests

@@ -287,6 +287,20 @@ fn scripted_with(reason: BlockDecision) -> State {
     s
 }
 
+/// The user stops request 1 (Esc) at `t`.
+fn cancel(s: &mut State, t: f64) {
+    feed(
+        s,
+        t,
+        DecodeEvent::RequestFinished {
+            req: 1,
+            stop: StopReason::Cancelled,
+            text: String::new(),
+            stats: Box::default(),
+        },
+    );
+}
+
 fn finish(s: &mut State) {
     feed(s, 0.07, DecodeEvent::EngineState { paused: true });
     // The engine's own count of the request (the summary takes it at the finish).

@@ -21,18 +21,19 @@ fn reducer_handles_every_event_kind() {
         ]
     );
     assert_eq!(s.rounds.list.len(), 1);
-    let r = &s.rounds.list[0];
+    let r = s.rounds.list[0].view(&s.stats.summary);
+    assert!(s.rounds.list[0].kept.is_some(), "a committed round is kept");
     assert_eq!(
-        (r.block_size, r.block.len(), r.risky.clone()),
+        (r.block_size, r.block.len(), r.risky.to_vec()),
         (Some(8), 8, vec![3, 5])
     );
     assert_eq!(r.branches.len(), 2);
-    assert_eq!(r.verdict.as_ref().unwrap().first_reject, Some(3));
+    assert_eq!(r.verdict.unwrap().first_reject, Some(3));
     assert!(matches!(
         r.outcome,
         Some(BranchOutcome::Hit { index: 0, .. })
     ));
-    assert_eq!(r.committed, vec![11, 12, 18]);
+    assert_eq!(r.committed, [11, 12, 18]);
     assert_eq!(r.advance(), Some(3));
     let sm = &s.stats.current;
     assert_eq!(
@@ -89,6 +90,42 @@ fn reducer_handles_every_event_kind() {
     assert!(s.chat.transcript.is_empty());
     // The history stays.
     assert_eq!(s.rounds.list.len(), 1);
+}
+
+/// A round being gathered is read from the statistics' assembler (nothing is copied per
+/// event); its commit leaves a copy with the pane, and so does a round cut off by its
+/// request's end or by the events moving on to another round.
+#[test]
+fn rounds_are_read_while_gathered_and_kept_once_done() {
+    let drafted = |round: usize| DecodeEvent::Drafted {
+        req: 1,
+        round,
+        block: vec![18, 19, 14, 15],
+        margins: vec![0.9, 0.2, 0.8],
+        risky: vec![2],
+        reused: None,
+        detail: Vec::new(),
+        rows: None,
+    };
+    let shown = |s: &State, round: usize| {
+        let e = s.rounds.list.iter().find(|e| e.round == round).unwrap();
+        (e.kept.is_some(), e.view(&s.stats.summary).block.len())
+    };
+    // Round 1 committed: kept. Round 2 drafted: read from the assembler.
+    let mut s = scripted();
+    assert_eq!(shown(&s, 1), (true, 8));
+    feed(&mut s, 0.07, drafted(2));
+    assert_eq!(shown(&s, 2), (false, 4));
+    assert_eq!(s.shown_round().map(|r| r.round), Some(2));
+    // Stopped before its verdict: the draft stays on screen.
+    cancel(&mut s, 0.08);
+    assert_eq!(shown(&s, 2), (true, 4));
+    // Round 2 drafted, then round 3's events without round 2's commit.
+    let mut s = scripted();
+    feed(&mut s, 0.07, drafted(2));
+    feed(&mut s, 0.08, drafted(3));
+    assert_eq!(shown(&s, 2), (true, 4));
+    assert_eq!(shown(&s, 3), (false, 4));
 }
 
 #[test]
@@ -391,7 +428,7 @@ fn a_round_without_its_draft_yet_does_not_replace_the_last_one() {
         },
     );
     // Between the block choice and the draft the pane keeps showing round 1.
-    assert_eq!(s.rounds.shown().map(|r| r.round), Some(1));
+    assert_eq!(s.shown_round().map(|r| r.round), Some(1));
     feed(
         &mut s,
         0.51,
@@ -406,7 +443,7 @@ fn a_round_without_its_draft_yet_does_not_replace_the_last_one() {
             rows: None,
         },
     );
-    assert_eq!(s.rounds.shown().map(|r| r.round), Some(2));
+    assert_eq!(s.shown_round().map(|r| r.round), Some(2));
 }
 
 #[test]

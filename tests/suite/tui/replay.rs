@@ -89,7 +89,10 @@ fn demo_recording_replays_through_the_reducer() {
         "the demo shows branch hits"
     );
     assert!(
-        s.rounds.list.iter().any(|r| r.reused.is_some()),
+        s.rounds
+            .list
+            .iter()
+            .any(|e| e.view(&s.stats.summary).reused.is_some()),
         "and reused blocks"
     );
 }

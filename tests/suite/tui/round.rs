@@ -88,16 +88,7 @@ fn positions_past_the_answers_end_are_not_drawn_as_accepted() {
     );
     // Stopped by the user, the hit went unused for that reason.
     let mut stopped = s.clone();
-    feed(
-        &mut stopped,
-        0.08,
-        DecodeEvent::RequestFinished {
-            req: 1,
-            stop: StopReason::Cancelled,
-            text: String::new(),
-            stats: Box::default(),
-        },
-    );
+    cancel(&mut stopped, 0.08);
     let all = screen_text(&draw(&stopped, &theme, 160, 48));
     assert!(all.contains("HIT, unused: the answer was stopped"), "{all}");
     // Ctrl+L clears the chat, not what the round pane knows of the request.
@@ -376,7 +367,8 @@ fn branch_rows_say_which_of_them_missed() {
     use specscope::engine::events::MissReason;
     let rows = |reason: MissReason| {
         let mut s = scripted();
-        s.rounds.list.back_mut().unwrap().outcome = Some(BranchOutcome::Miss { reason });
+        let last = s.rounds.list.back_mut().unwrap();
+        last.kept.as_mut().expect("committed").outcome = Some(BranchOutcome::Miss { reason });
         let all = screen_text(&draw(&s, &Theme::dark(), 200, 50));
         let line = |head: &str| {
             all.lines()
@@ -595,7 +587,7 @@ fn branch_rows_show_in_the_frames_whose_round_built_them() {
         let (mut built, mut shown) = (0usize, 0usize);
         while player.pos < trace.events.len() {
             player.step(&mut s);
-            let Some(r) = s.rounds.shown() else { continue };
+            let Some(r) = s.shown_round() else { continue };
             if r.branches.is_empty() {
                 continue;
             }
@@ -666,7 +658,8 @@ fn an_imported_round_shows_what_nld_did() {
     )
     .unwrap();
     let h = &trace.header;
-    let mut s = State::new(&h.model, &h.device, h.options.clone()).with_source(h.source.clone());
+    let mut s =
+        State::new(&h.model, &h.device, h.options.decode.clone()).with_source(h.source.clone());
     // Up to line 8: request 191e…'s first round, one accepted draft (.9986), the
     // reject at 2 where the verifier's token was the draft's 2nd choice.
     for e in trace.events.iter().take_while(

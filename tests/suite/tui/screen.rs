@@ -193,7 +193,7 @@ fn at_80_columns_titles_and_summaries_shorten_instead_of_being_cut() {
     // Every round of the demo at 80×24: the verdict wraps between its phrases, never
     // inside one ("bonus" at a line's end, its token on the next).
     let mut seen = 0;
-    while s.rounds.shown_index().unwrap_or(0) > 0 {
+    while s.rounds.shown_index(&s.stats.summary).unwrap_or(0) > 0 {
         let buf = draw(&s, &Theme::dark(), 80, 24);
         for y in 0..24 {
             let row = text_at(&buf, 36, y, 44);

@@ -221,6 +221,14 @@ impl Assembler {
             .find(|r| r.round == round && r.req == req)
     }
 
+    /// The round of `req` being gathered: some of its events came, its commit has not.
+    pub fn gathering(&self, req: RequestId) -> Option<&Round> {
+        self.open
+            .get(&req)
+            .map(|o| &o.round)
+            .filter(|r| r.round > 0 && r.req == req)
+    }
+
     /// Takes the next event: `Ok(Some(round))` when it completes one, `Err` when the
     /// order does not allow it (the event is then dropped).
     pub fn push(&mut self, e: &DecodeEvent) -> Result<Option<Round>, OrderError> {

@@ -70,7 +70,7 @@ fn fixed_prices(tables: SurvivalTables, cost: CostModel) -> Beliefs {
 /// A round decided as the scheduler decides one: the decision, then the beliefs
 /// observe it.
 fn decide(b: &mut Beliefs, members: &[Member], batching: Batching) -> Vec<Decision> {
-    let plan = super::decide(b, members, batching);
+    let plan = super::decide(b, members, batching, &crate::engine::Ablation::SHIPPED);
     b.observe(Observation::Decided(&plan));
     plan.decisions
 }

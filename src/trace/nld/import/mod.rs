@@ -361,7 +361,7 @@ fn header_of(
         model,
         device.unwrap_or_else(|| "device not in the log".into()),
     );
-    let mut o = header.options.clone();
+    let mut o = header.options.decode.clone();
     o.mode = Mode::Linear;
     o.overlap = false;
     let first_block = p

@@ -55,7 +55,7 @@ pub(super) fn sections(r: &RoundView, s: &State, t: &Theme, width: usize, h: usi
     if let Some(i) = &r.imported {
         return imported_sections(i, s, t, width);
     }
-    if let Some(d) = &r.diffusion {
+    if let Some(d) = &r.diffusion() {
         let (lines, outcome) = diffusion_lines(r, d, s, t, width);
         let inspected = s.rounds.selected.map(|p| {
             (

@@ -446,7 +446,7 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme, keys: &Keymap) {
     let inner = area.inner(Margin::new(1, 1));
     let width = usize::from(inner.width);
     let rounds = &s.rounds;
-    let Some(r) = rounds.shown() else {
+    let Some(r) = rounds.shown(&s.stats.summary) else {
         let playing = s.status.replay.as_ref().is_some_and(|r| r.playing);
         let text = if s.replaying() && playing {
             wrap(
@@ -483,7 +483,7 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme, keys: &Keymap) {
         f.render_widget(Paragraph::new(text).block(pane(" round ", t)), area);
         return;
     };
-    let idx = rounds.shown_index().unwrap_or(0);
+    let idx = rounds.shown_index(&s.stats.summary).unwrap_or(0);
     let mut title = Fit::default().part(
         [
             format!(" round {} · request {} ", r.round, r.req),
@@ -532,7 +532,7 @@ pub fn draw(f: &mut Frame, area: Rect, s: &State, t: &Theme, keys: &Keymap) {
     }
     let title = title.title(area.width);
     let h = usize::from(inner.height);
-    let (mut lines, verdict, optional) = sections(r, s, t, width, h);
+    let (mut lines, verdict, optional) = sections(&r, s, t, width, h);
     if lines.len() > h {
         // Keep the verdict, however many lines it wrapped to: cut draft rows from the
         // end of the block.
