@@ -12,10 +12,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::bench::acceptance::AcceptanceReport;
 use crate::bench::sweep::BenchResult;
+use crate::engine::ablation::ConfigOptions;
 use crate::engine::cost::{CostModel, Profile, ProfilePoint};
 use crate::engine::events::StopReason;
 use crate::engine::events::{keyed, ratio, BranchCount, RequestStats};
-use crate::engine::options::{Blocks, DecodeOptions};
+use crate::engine::options::Blocks;
 use crate::engine::overlap::BranchKind;
 use crate::model::config::RopeParameters;
 use crate::Provenance;
@@ -155,7 +156,8 @@ pub struct RunDoc {
     pub acceptance: String,
     /// The hub commit the files came from, if they came from the hub.
     pub commit: Option<String>,
-    pub options: DecodeOptions,
+    /// The options, with the (shipped) ablation's fields beside them.
+    pub options: ConfigOptions,
     pub label: String,
     pub block_policy: Blocks,
     pub prompt_tokens: Vec<u32>,

@@ -231,4 +231,31 @@ mod tests {
         }
         assert!(bench.run(&cfgs, &[0], |_, _| {}).is_err());
     }
+
+    /// A configuration's ablation reaches the scheduler: `recguide all-rows` builds every
+    /// row its table asks for, where the CPU's prices let few ride in `recguide`.
+    #[test]
+    fn a_configurations_ablation_reaches_the_scheduler() {
+        let (backbone, _, prompts) = sim();
+        let base = DecodeOptions {
+            max_new_tokens: 48,
+            ..DecodeOptions::default()
+        };
+        let cfgs = configs(
+            &[Config::Recguide, Config::RecguideAllRows],
+            &[8],
+            &[RowTable::default()],
+            &[],
+            &base,
+        )
+        .unwrap();
+        let tables = crate::sim::survival_tables();
+        let pricing = Pricing::fixed(CostModel::builtin());
+        let built = |cfg: &BenchConfig| {
+            let (r, _) = run_config(&backbone, &prompts, cfg, 1, &tables, &pricing).unwrap();
+            r.tally.branches.values().map(|b| b.built).sum::<usize>()
+        };
+        let (priced, every) = (built(&cfgs[0]), built(&cfgs[1]));
+        assert!(every > priced, "all rows {every}, priced {priced}");
+    }
 }

@@ -6,6 +6,7 @@ use anyhow::Result;
 use clap::Args;
 use specscope::files;
 
+use specscope::engine::ablation::ConfigOptions;
 use specscope::engine::{DecodeEvent, EventSink, Submit};
 
 use super::decode::DecodeArgs;
@@ -91,7 +92,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         model: loaded.files.label.clone(),
         acceptance: loaded.acceptance().to_string(),
         commit: loaded.files.commit.clone(),
-        options,
+        options: ConfigOptions::shipped(options),
         label,
         block_policy: policy,
         prompt_tokens: prompt,

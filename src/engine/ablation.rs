@@ -1,6 +1,6 @@
 //! The ablations: switches that turn one part of RecGuide off to measure what it buys.
 //! They are not decoding options: chat, run, recordings and the screen decode with the
-//! presets, and only `bench` builds a scheduler with another [`Ablation`]
+//! shipped policy, and only `bench` builds a scheduler with another [`Ablation`]
 //! (`Scheduler::with_ablation`; the way requests share forwards, [`super::Batching`],
 //! is the other such setting).
 

@@ -336,6 +336,23 @@ mod tests {
         assert_eq!(back.risk.threshold, 0.3);
     }
 
+    /// A recording made when the ablations were options (the bundled demo, every row
+    /// riding) reads them into its ablation and labels them.
+    #[test]
+    fn an_ablated_recording_says_so() {
+        let demo = include_str!("../../assets/demo.jsonl");
+        let h: TraceHeader = serde_json::from_str(demo.lines().next().unwrap()).unwrap();
+        assert_eq!(h.options.ablation, crate::engine::Ablation::EVERY_ROW);
+        assert!(
+            h.options.label().ends_with("+overlap (every row)"),
+            "{}",
+            h.options.label()
+        );
+        assert_eq!(h.options.preset(), None);
+        let new = TraceHeader::new("m".into(), "cpu".into());
+        assert!(new.options.ablation.is_shipped());
+    }
+
     #[test]
     fn version_1_headers_still_read() {
         let v1 = r#"{"format":"specscope-trace","version":1,"event_version":1,"app_version":"0.1.0","created_unix":1,"model":"m","revision":null,"tokenizer_hash":"","device":"cpu","mode":"linear","block_policy":"fixed:8","overlap":false,"risk":{"metric":"margin","threshold":0.4},"temperature":0.0,"seed":0}"#;

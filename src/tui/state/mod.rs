@@ -453,7 +453,6 @@ fn on_event(s: &mut State, t: f64, event: TraceEvent) {
             .list
             .iter()
             .rev()
-            .take(64)
             .find(|r| r.req == *req && r.round == *round)
             .map(|e| e.view(&s.stats.summary).size()),
         _ => None,

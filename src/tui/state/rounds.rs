@@ -271,12 +271,12 @@ impl Rounds {
         }
     }
 
-    /// The entry of round `round` of `req`, among the newest.
+    /// The entry of round `round` of `req` (looked for from the newest: a round's
+    /// events come while it is among the last few, whatever else interleaves).
     pub fn find_mut(&mut self, req: RequestId, round: usize) -> Option<&mut RoundEntry> {
         self.list
             .iter_mut()
             .rev()
-            .take(64)
             .find(|e| e.req == req && e.round == round)
     }
 
@@ -286,7 +286,6 @@ impl Rounds {
             .list
             .iter()
             .rev()
-            .take(64)
             .position(|r| r.req == req && r.round == round);
         let i = match found {
             Some(back) => self.list.len() - 1 - back,
