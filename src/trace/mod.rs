@@ -340,7 +340,8 @@ mod tests {
     /// riding) reads them into its ablation and labels them.
     #[test]
     fn an_ablated_recording_says_so() {
-        let demo = include_str!("../../assets/demo.jsonl");
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/demo.jsonl");
+        let demo = std::fs::read_to_string(path).unwrap();
         let h: TraceHeader = serde_json::from_str(demo.lines().next().unwrap()).unwrap();
         assert_eq!(h.options.ablation, crate::engine::Ablation::EVERY_ROW);
         assert!(
