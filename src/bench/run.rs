@@ -173,24 +173,23 @@ mod tests {
         (backbone, tok, prompts)
     }
 
+    /// The configurations `kinds` (fixed blocks B = 8, the default row table) with
+    /// answers of up to `max_new` tokens.
+    fn at_b8(kinds: &[Config], max_new: usize) -> Vec<BenchConfig> {
+        let base = DecodeOptions {
+            max_new_tokens: max_new,
+            ..DecodeOptions::default()
+        };
+        configs(kinds, &[8], &[RowTable::default()], &[], &base).unwrap()
+    }
+
     /// Two passes of AR, LinearSS and RecGuide at two loads on the simulator: one
     /// result per configuration and load in order, every one AR's tokens, each with both
     /// passes' spread, and nothing checked against stand-in text.
     #[test]
     fn a_run_gives_each_configuration_at_each_load_compared_with_ar() {
         let (backbone, tok, prompts) = sim();
-        let base = DecodeOptions {
-            max_new_tokens: 24,
-            ..DecodeOptions::default()
-        };
-        let cfgs = configs(
-            &[Config::Ar, Config::Linear, Config::Recguide],
-            &[8],
-            &[RowTable::default()],
-            &[],
-            &base,
-        )
-        .unwrap();
+        let cfgs = at_b8(&[Config::Ar, Config::Linear, Config::Recguide], 24);
         let tables = crate::sim::survival_tables();
         let pricing = Pricing::fixed(CostModel::builtin());
         let bench = Bench {
@@ -237,18 +236,7 @@ mod tests {
     #[test]
     fn a_configurations_ablation_reaches_the_scheduler() {
         let (backbone, _, prompts) = sim();
-        let base = DecodeOptions {
-            max_new_tokens: 48,
-            ..DecodeOptions::default()
-        };
-        let cfgs = configs(
-            &[Config::Recguide, Config::RecguideAllRows],
-            &[8],
-            &[RowTable::default()],
-            &[],
-            &base,
-        )
-        .unwrap();
+        let cfgs = at_b8(&[Config::Recguide, Config::RecguideAllRows], 48);
         let tables = crate::sim::survival_tables();
         let pricing = Pricing::fixed(CostModel::builtin());
         let built = |cfg: &BenchConfig| {

@@ -1,7 +1,7 @@
 //! The strategies: how each request's block size is chosen, as a value
 //! ([`Strategy`]) and one pure decision function of the beliefs, the members of the
-//! round being planned, the batching and the ablation ([`decide`]). What the decision changes in
-//! the beliefs (the sizes it ran, the regime's trial) comes back as a
+//! round being planned, the batching and the ablation ([`decide`]). What the decision
+//! changes in the beliefs (the sizes it ran, the regime's trial) comes back as a
 //! [`RoundPlan`] the scheduler reports with `Observation::Decided`.
 
 use super::beliefs::Beliefs;
