@@ -1,7 +1,7 @@
 //! Which layout a projection reads its weight in, on the CPU: the same products
 //! through the stored (out, in) weight by candle's gemm, through the contiguous
 //! (in, out) copy `Proj` keeps, and through `matvec::project`, which streams the
-//! stored weight (what `Proj` uses up to `matvec::MAX_ROWS` rows), interleaved so the
+//! stored weight (what `Proj` uses up to `matvec::max_rows()` rows), interleaved so the
 //! machine's drift hits them alike, at the bundled model's shapes and NLD-1B's. The
 //! streamed column's GB/s is the weight's bytes over its time.
 //!
@@ -43,7 +43,7 @@ fn main() -> Result<()> {
         let wv = w.flatten_all()?.to_vec1::<f32>()?;
         // About 0.2 s of streaming per measurement whatever the size.
         let reps = (50_000_000 / (n * k)).clamp(3, 2000);
-        for m in [1usize, 2, 4, 8, 16] {
+        for m in [1usize, 2, 4, 8, 16, 32, 64] {
             let x = Tensor::randn(0f32, 1.0, (m, k), &dev)?;
             let xv = x.flatten_all()?.to_vec1::<f32>()?;
             let mut stored = || -> Result<()> {

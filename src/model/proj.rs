@@ -61,7 +61,7 @@ impl Proj {
         let in_dim = dims[dims.len() - 1];
         let rows = x.elem_count() / in_dim.max(1);
         let x2 = x.reshape((rows, in_dim))?;
-        // In f32 up to `matvec::MAX_ROWS` rows of a large weight stream the stored
+        // In f32 up to `matvec::max_rows()` rows of a large weight stream the stored
         // weight at memory speed (`matvec`); one row of a small weight reads it through
         // gemm's transposed view (about 15% faster at the bundled model's shapes), more
         // rows the contiguous transposed copy, where a blocked gemm wins. A token's
@@ -185,13 +185,13 @@ mod tests {
         Ok(())
     }
 
-    /// A weight past the caches streams up to `MAX_ROWS` rows through `matvec`: the
+    /// A weight past the caches streams up to `max_rows()` rows through `matvec`: the
     /// same product as the gemm's.
     #[test]
     fn a_large_weight_streams_a_few_rows() -> Result<()> {
         let dev = Device::Cpu;
         let w = Tensor::randn(0f32, 1.0, (1024, 1024), &dev)?;
-        let most = matvec::MAX_ROWS;
+        let most = matvec::max_rows();
         assert!(
             matvec::streams(most, w.elem_count()) && !matvec::streams(most + 1, w.elem_count())
         );

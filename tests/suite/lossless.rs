@@ -346,9 +346,9 @@ fn bundled_model_is_lossless() {
 }
 
 /// A model whose head is larger than the caches streams forwards of up to
-/// `matvec::MAX_ROWS` rows through `matvec` and takes gemm's layouts for more rows:
-/// AR's tokens (one row a forward) and the verifier's (a block's rows: past
-/// `MAX_ROWS` at B = 16, or four requests at a time) still agree: linear, RecGuide
+/// `matvec::max_rows()` rows through `matvec` and takes gemm's layouts for more rows:
+/// AR's tokens (one row a forward) and the verifier's (a block's rows, past
+/// `max_rows()` with four requests at a time, or at B = 16 without AVX-512) still agree: linear, RecGuide
 /// with overlap and adaptive, alone and four at a time.
 #[test]
 fn streamed_projections_are_lossless() {
@@ -358,8 +358,8 @@ fn streamed_projections_are_lossless() {
     let cfg = model.config();
     assert!(
         matvec::streams(1, cfg.vocab_size * cfg.hidden_size)
-            && !matvec::streams(matvec::MAX_ROWS + 1, cfg.vocab_size * cfg.hidden_size),
-        "the head streams one row and not MAX_ROWS + 1: the test would compare nothing"
+            && !matvec::streams(matvec::max_rows() + 1, cfg.vocab_size * cfg.hidden_size),
+        "the head streams one row and not max_rows() + 1: the test would compare nothing"
     );
     let mut rng = synthetic::Rng::new(5);
     let prompts: Vec<Vec<u32>> = (0..6)
