@@ -7,8 +7,9 @@
 //! view or needs a transposed copy (`Proj`); here each output is a dot product of two
 //! contiguous rows, each weight row comes from memory once (later rows of x find it
 //! in cache), and the output columns are split across the cores. Each output is
-//! computed by the same code whatever the number of rows, so a row's product does not
-//! depend on the rows sharing its forward.
+//! summed in the same order whatever the number of rows (one weight row at a time with
+//! AVX2, tiles of rows with AVX-512: the same lanes, the same bits), so a row's product
+//! does not depend on the rows sharing its forward.
 //!
 //! bf16 and f16 weights are read as stored (half the bytes) and widened to f32 in
 //! registers, exactly: the sums are f32, in the same order as for an f32 weight of the
@@ -172,7 +173,7 @@ const TILE_WS: usize = 3;
 
 /// Rows of x up to which [`project`] is used for an f32 weight: with AVX2, NLD-1B's
 /// weights stream faster than gemm up to 4 rows and about as fast at 8, slower at 16;
-/// with AVX-512's tiles faster up to 32 rows and slower at 64 (`cargo bench --bench
+/// with AVX-512's tiles faster up to 32 rows and mixed at 64 (`cargo bench --bench
 /// projection_layout`, docs/results.md).
 pub fn max_rows() -> usize {
     match Weights::F32(&[]).vectorised() {
@@ -265,7 +266,7 @@ fn project_with(
     } else {
         yt.par_chunks_mut(chunk).enumerate().for_each(fill);
     }
-    if rows == 1 {
+    if rows <= 1 {
         return yt;
     }
     // (out, rows) → (rows, out) a block of outputs at a time, so the block's reads

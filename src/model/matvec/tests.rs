@@ -76,19 +76,31 @@ fn half_weights_sum_as_their_f32_values_do_at_every_row_count() {
 #[test]
 fn the_tiled_kernel_gives_the_same_bits_as_one_row_at_a_time() {
     if Weights::F32(&[]).vectorised() != Vector::Avx512 {
-        return; // nothing to compare on this CPU
+        eprintln!("skipped: this CPU has no AVX-512");
+        return;
     }
     for (out, inn) in [(7, 64), (13, 100), (50, 2048)] {
         let wide = data(out * inn, 7);
         let b: Vec<bf16> = wide.iter().map(|v| bf16::from_f32(*v)).collect();
-        let x = data(5 * inn, 8);
+        let x = data(11 * inn, 8);
         let h: Vec<f16> = wide.iter().map(|v| f16::from_f32(*v)).collect();
         for w in [Weights::F32(&wide), Weights::Bf16(&b), Weights::F16(&h)] {
-            let tiled = project_with(&x, 5, w, (out, inn), Vector::Avx512);
-            let one = project_with(&x, 5, w, (out, inn), Vector::Avx2);
-            assert_eq!(tiled, one, "{out}x{inn} {w:?}");
+            // Tiles of 4 rows of x and the last one of 1, 2 or 3.
+            for rows in 1..=11 {
+                let x = &x[..rows * inn];
+                let tiled = project_with(x, rows, w, (out, inn), Vector::Avx512);
+                let one = project_with(x, rows, w, (out, inn), Vector::Avx2);
+                assert_eq!(tiled, one, "{out}x{inn} {w:?} {rows} rows");
+            }
         }
     }
+}
+
+/// No rows, no products (half weights take this code at every row count).
+#[test]
+fn no_rows_give_an_empty_product() {
+    let w = data(6 * 64, 9);
+    assert!(project(&[], 0, &w, 6, 64).is_empty());
 }
 
 #[test]
