@@ -44,16 +44,31 @@ list=/etc/apt/sources.list.d/specscope-cuda.list
 # (one-line or deb822 sources; `non-free-firmware` is not `non-free`). The stock
 # files are never edited: a missing component comes in a file of ours.
 has() { grep -rqsE "(^|[[:space:]])$1([[:space:]]|\$)" /etc/apt/sources.list /etc/apt/sources.list.d/; }
+# apt refuses two sources for one URI and suite that name different keyrings
+# ("Conflicting values set for option Signed-By"): ours names the one the stock
+# source of that URI names, in a deb822 stanza or a one-line entry's [signed-by=…].
+signed_by() {
+  local uri="$1" stanza line
+  stanza=$(awk -v RS= -v uri="$uri" '$0 ~ ("URIs:[^\n]*" uri "/?([ \t\n]|$)")' \
+    /etc/apt/sources.list.d/*.sources 2>/dev/null | sed -n 's/^Signed-By:[[:space:]]*//p' | head -1)
+  if [ -n "$stanza" ]; then echo "$stanza"; return; fi
+  line=$(grep -hsE "^deb[[:space:]]+\[[^]]*signed-by=[^]]*\][[:space:]]+$uri/?[[:space:]]" \
+    /etc/apt/sources.list /etc/apt/sources.list.d/*.list | head -1)
+  [ -n "$line" ] && printf '%s\n' "$line" | sed -E 's/.*signed-by=([^] ]+).*/\1/'
+  return 0
+}
+option() { [ -n "$1" ] && printf '[signed-by=%s] ' "$1"; return 0; }
 line=""
 case "${ID:-}" in
   debian)
-    has non-free || line="deb http://deb.debian.org/debian $codename main contrib non-free"
+    uri=http://deb.debian.org/debian
+    has non-free || line="deb $(option "$(signed_by "$uri")")$uri $codename contrib non-free"
     ;;
   ubuntu)
     if ! has multiverse; then
       mirror=http://archive.ubuntu.com/ubuntu
       case "$(dpkg --print-architecture)" in amd64 | i386) ;; *) mirror=http://ports.ubuntu.com/ubuntu-ports ;; esac
-      line="deb $mirror $codename multiverse"
+      line="deb $(option "$(signed_by "$mirror")")$mirror $codename multiverse"
     fi
     ;;
   *)
@@ -83,7 +98,14 @@ if [ -n "$line" ]; then
   echo "$line" | $SUDO tee "$list" >/dev/null
 fi
 say "reading the package lists (apt-get update)"
-$SUDO apt-get update -qq
+if ! $SUDO apt-get update -qq; then
+  # Never leave apt broken by a file of ours.
+  if [ -n "$line" ]; then
+    $SUDO rm -f "$list"
+    say "apt-get update failed with $list; removed it (apt's sources are as they were)"
+  fi
+  exit 1
+fi
 # apt's own count of packages and disk space, before anything is installed.
 plan=$(LC_ALL=C $SUDO apt-get install --no-install-recommends --assume-no nvidia-cuda-toolkit 2>/dev/null || true)
 summary=$(printf '%s\n' "$plan" | grep -E '^[0-9]+ upgraded|^Need to get|^After this operation' || true)
