@@ -30,6 +30,9 @@ pub enum TraceCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Rebuild what the block policy learned from a recording's rounds and print it
+    /// (prices, block sizes' calibration, branch rows' hit rates, regimes).
+    Beliefs { file: PathBuf },
     /// Record requests from prompt files without the screen (how the demo was made).
     Record(Box<RecordArgs>),
     /// Read a log NLD's tooling wrote (the RecGuide confidence trace, SGLang
@@ -123,6 +126,7 @@ pub struct RecordArgs {
 pub fn run(args: TraceArgs) -> Result<()> {
     match args.command {
         TraceCommand::Summary { file, json } => summary(file, json),
+        TraceCommand::Beliefs { file } => beliefs(&file),
         TraceCommand::Record(a) => record(*a),
         TraceCommand::Import(a) => import(a),
         TraceCommand::Export(a) => export(a),
@@ -190,6 +194,29 @@ fn summary(file: PathBuf, json: bool) -> Result<()> {
             );
         }
     }
+    Ok(())
+}
+
+fn beliefs(file: &std::path::Path) -> Result<()> {
+    let trace = read_trace(file)?;
+    for w in &trace.warnings {
+        eprintln!("specscope: warning: {w}");
+    }
+    let events = trace.events.iter().filter_map(|e| match &e.event {
+        TraceEvent::Decode(d) => Some(d),
+        _ => None,
+    });
+    let rebuilt = specscope::trace::beliefs::rebuild(events)
+        .with_context(|| format!("cannot rebuild the beliefs of {}", file.display()))?;
+    let Some(r) = rebuilt else {
+        anyhow::bail!(
+            "{} holds no `learned` event: it was recorded before event version 6, or ran \
+             no speculation round (AR and diffusion alone)",
+            file.display()
+        );
+    };
+    outln!("{}: {}", file.display(), printable(&trace.header.model));
+    out!("{}", r.report());
     Ok(())
 }
 

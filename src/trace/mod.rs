@@ -4,6 +4,7 @@
 //! The live screen, the replayer and `trace summary` all consume [`TraceEvent`]s, so a
 //! replay is the same reducer fed from a file.
 
+pub mod beliefs;
 pub mod nld;
 pub mod order;
 pub mod reader;

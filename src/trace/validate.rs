@@ -8,8 +8,10 @@ use anyhow::{bail, ensure, Result};
 
 use super::summary::Summary;
 use super::{SessionEvent, TraceHeader};
+use crate::engine::cost::CostModel;
 use crate::engine::events::{BlockDecision, BranchOutcome, DecodeEvent, PosView, Tally};
 use crate::engine::options::MAX_BLOCK;
+use crate::engine::policy::Observation;
 
 /// Longest prompt or answer a recording may state (the largest context there is).
 const MAX_TOKENS: usize = 1 << 24;
@@ -405,7 +407,110 @@ pub fn event(e: &DecodeEvent, lines: usize) -> Result<()> {
                 ms(what, s * 1e3)?;
             }
         }
+        DecodeEvent::Learned {
+            round,
+            start,
+            observations,
+        } => {
+            at_most(
+                "round",
+                usize::try_from(*round).unwrap_or(usize::MAX),
+                lines,
+            )?;
+            // A round's observations: a decision, its forwards, per request a plan,
+            // a verdict and its rows, and the end.
+            at_most("observations", observations.len(), 8 + 8 * lines)?;
+            if let Some(s) = start {
+                cost_model("start.cost", &s.cost)?;
+            }
+            for (k, o) in observations.iter().enumerate() {
+                observation(&format!("observations.{k}"), o, lines)?;
+            }
+        }
         DecodeEvent::EngineState { .. } | DecodeEvent::Error { .. } => {}
+    }
+    Ok(())
+}
+
+/// One observation of a `learned` event.
+fn observation(at: &str, o: &Observation, lines: usize) -> Result<()> {
+    let field = |f: &str| format!("{at}.{f}");
+    match o {
+        Observation::Decided { ran, .. } => {
+            at_most(&field("ran"), ran.len(), MAX_LIST)?;
+            for &b in ran {
+                block_len(&field("ran"), b)?;
+            }
+        }
+        Observation::Forward {
+            shape,
+            wall_ms,
+            forward_ms,
+            modeled_ms,
+        } => {
+            for (f, x) in [
+                ("wall_ms", *wall_ms),
+                ("forward_ms", *forward_ms),
+                ("modeled_ms", *modeled_ms),
+            ] {
+                ms(&field(f), x)?;
+            }
+            at_most(&field("shape.rows"), shape.rows, 8 * lines.max(1))?;
+            at_most(&field("shape.tokens"), shape.tokens, MAX_TOKENS)?;
+            at_most(
+                &field("shape.draft_tokens"),
+                shape.draft_tokens,
+                shape.tokens,
+            )?;
+        }
+        Observation::RowsPlanned { block, kinds } => {
+            block_len(&field("block"), *block)?;
+            at_most(&field("kinds"), kinds.len(), MAX_LIST)?;
+        }
+        Observation::Spared { .. } => {}
+        Observation::Advanced {
+            block,
+            advance,
+            signal,
+            ..
+        } => {
+            block_len(&field("block"), *block)?;
+            at_most(&field("advance"), *advance, *block)?;
+            if let Some(s) = signal {
+                ensure!(s.is_finite() && *s >= 0.0, "`{}` is {s}", field("signal"));
+            }
+        }
+        Observation::RowsJudged { built, hit } => {
+            at_most(&field("built"), built.len(), MAX_LIST)?;
+            if let Some(h) = hit {
+                ensure!(
+                    *h < built.len(),
+                    "`{}` is {h} of {} rows",
+                    field("hit"),
+                    built.len()
+                );
+            }
+        }
+        Observation::RoundEnded {
+            wall_ms,
+            modeled_ms,
+            ..
+        } => {
+            ms(&field("wall_ms"), *wall_ms)?;
+            ms(&field("modeled_ms"), *modeled_ms)?;
+        }
+    }
+    Ok(())
+}
+
+/// A cost model's coefficients: finite and not negative.
+fn cost_model(at: &str, c: &CostModel) -> Result<()> {
+    let prices = c.coefficients().into_iter().chain([c.per_round_ms]);
+    for x in prices {
+        ensure!(
+            x.is_finite() && x >= 0.0,
+            "`{at}` holds {x}: a price is a number of ms, not negative"
+        );
     }
     Ok(())
 }

@@ -115,3 +115,69 @@ fn the_simulator_accepts_like_nld_8b() {
         .collect();
     assert!(outside.is_empty(), "outside ±5%: {outside:?}");
 }
+
+/// A run's `learned` events, read back as a recording reads them, rebuild the beliefs
+/// the engine ended with: under a fixed GPU profile's prices (the paper preset) and
+/// where the prices learn from this machine's wall clock (the throughput preset, AR
+/// steps and regimes included).
+#[test]
+fn a_runs_learned_events_rebuild_its_beliefs() {
+    use specscope::engine::{Pricing, Submit, VecSink};
+    use specscope::trace::beliefs::rebuild;
+    let model = sim();
+    let prompts = prompts(10);
+    for (preset, pricing) in [
+        (
+            Preset::Paper,
+            Pricing::select(Some("b200-nld8b-measured")).unwrap(),
+        ),
+        (Preset::Throughput, Pricing::builtin()),
+    ] {
+        let mut sched = Scheduler::new(model.clone(), None)
+            .with_tables(specscope::sim::survival_tables())
+            .with_pricing(pricing);
+        let mut sink = VecSink::default();
+        let o = DecodeOptions {
+            max_new_tokens: 64,
+            ..preset.options()
+        };
+        let mut next = 0;
+        while next < prompts.len() || sched.active() > 0 {
+            while sched.active() < 4 && next < prompts.len() {
+                let s = Submit {
+                    prompt: prompts[next].clone(),
+                    options: o.clone(),
+                    family: None,
+                };
+                sched.submit(s, &mut sink).unwrap();
+                next += 1;
+            }
+            sched.step(&mut sink).unwrap();
+        }
+        // Through JSON, as a recording holds them.
+        let events: Vec<specscope::engine::DecodeEvent> = sink
+            .events
+            .iter()
+            .map(|e| serde_json::from_str(&serde_json::to_string(e).unwrap()).unwrap())
+            .collect();
+        let r = rebuild(&events).unwrap().expect("learned events");
+        let want = format!("{:?}", sched.beliefs());
+        assert_eq!(format!("{:?}", r.beliefs), want, "{preset:?}");
+        assert!(r.rounds > 10 && r.loads.contains(&4), "{preset:?}: {r:?}");
+        let report = r.report();
+        assert!(report.contains("branch rows: hits"), "{report}");
+        // Without round 1 the start is missing; without a later round, what it taught.
+        let learned: Vec<usize> = (0..events.len())
+            .filter(|&i| matches!(events[i], specscope::engine::DecodeEvent::Learned { .. }))
+            .collect();
+        for (cut, says) in [
+            (learned[0], "starts at the engine's round 2"),
+            (learned[3], "round 5 follows round 3"),
+        ] {
+            let mut fewer = events.clone();
+            fewer.remove(cut);
+            let e = rebuild(&fewer).unwrap_err().to_string();
+            assert!(e.contains(says), "{e}");
+        }
+    }
+}

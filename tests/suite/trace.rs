@@ -1016,3 +1016,82 @@ fn margins_and_probabilities_are_range_checked() {
     }
     assert!(cases > 30, "{cases}");
 }
+
+/// `trace beliefs` rebuilds what the block policy learned from a recording made from
+/// the engine's start; a `learned` line with an impossible number is refused at its
+/// line naming the field, and a recording without round 1's start says why it cannot.
+#[test]
+fn trace_beliefs_rebuilds_the_policy_and_refuses_bad_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("rec.jsonl");
+    let bin = env!("CARGO_BIN_EXE_specscope");
+    let o = std::process::Command::new(bin)
+        .args(["trace", "record", "--limit", "1", "--max-new-tokens", "48"])
+        .arg("--out")
+        .arg(&out)
+        .env_remove("SPECSCOPE_MODEL")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let beliefs = |path: &Path| {
+        let o = std::process::Command::new(bin)
+            .args(["trace", "beliefs"])
+            .arg(path)
+            .output()
+            .unwrap();
+        (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (ok, text, err) = beliefs(&out);
+    assert!(ok, "{err}");
+    assert!(
+        text.contains("beliefs rebuilt from") && text.contains("B = 8"),
+        "{text}"
+    );
+    let (header, events) = event_values(&out);
+    let learned: Vec<usize> = (0..events.len())
+        .filter(|&i| events[i]["kind"] == "learned")
+        .collect();
+    assert!(learned.len() > 3, "{learned:?}");
+    let forward_of = |i: usize| {
+        events[i]["observations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .position(|o| o["what"] == "forward")
+            .unwrap()
+    };
+    let at = learned[1];
+    let k = forward_of(at);
+    for (field, value, says) in [
+        ("wall_ms", serde_json::json!(-1.0), "wall_ms"),
+        ("modeled_ms", serde_json::json!(1e308), "modeled_ms"),
+    ] {
+        let mut edited = events.clone();
+        edited[at]["observations"][k][field] = value;
+        let e = read_edited(&header, &edited).unwrap_err();
+        assert_eq!(line_named(&e), Some(at + 2), "{e}");
+        assert!(e.contains(&format!("observations.{k}.{says}")), "{e}");
+    }
+    // Round 1's line dropped (`seq` renumbered): the file reads, the rebuild says
+    // what is missing.
+    let mut kept = events.clone();
+    kept.remove(learned[0]);
+    let first = kept[0]["seq"].as_u64().unwrap();
+    let mut text = format!("{header}\n");
+    for (n, e) in kept.iter_mut().enumerate() {
+        e["seq"] = serde_json::json!(first + n as u64);
+        text.push_str(&e.to_string());
+        text.push('\n');
+    }
+    let cut = dir.path().join("cut.jsonl");
+    std::fs::write(&cut, text).unwrap();
+    let (ok, _, err) = beliefs(&cut);
+    assert!(
+        !ok && err.contains("starts at the engine's round 2"),
+        "{err}"
+    );
+}

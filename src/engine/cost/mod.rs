@@ -328,7 +328,7 @@ impl CostModel {
 pub const TERMS: usize = 6;
 
 /// What a forward computed, in the cost model's terms.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct ForwardShape {
     pub rows: usize,
     /// Σ query tokens.

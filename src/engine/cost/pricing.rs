@@ -4,11 +4,13 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
 
 use super::{measured, roofline, CostModel};
 
 /// What the block policy times rounds and forwards by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Clock {
     /// This machine's wall clock (the policy measures the machine it runs on).
     #[default]

@@ -7,6 +7,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
+use super::policy::{BeliefsStart, Observation};
+
 pub mod assemble;
 mod decision;
 mod rounds;
@@ -23,7 +25,8 @@ pub use stats::{
 /// 3: a branch miss can be `ended` (the answer ended inside the block).
 /// 4: `drafted` carries the round's row decision (`rows`).
 /// 5: block diffusion (`mode: diffusion`, `denoised`, `block_written`).
-pub const EVENT_VERSION: u32 = 5;
+/// 6: `learned`: what the block policy observed of each round.
+pub const EVENT_VERSION: u32 = 6;
 
 /// Identifies a request for its whole life.
 pub type RequestId = u64;
@@ -404,6 +407,15 @@ pub enum DecodeEvent {
         /// Boxed: the largest payload of any event, and one per request.
         stats: Box<RequestStats>,
     },
+    /// What the block policy observed of a speculation round (`round` counts the
+    /// engine's rounds from 1), in order: the beliefs are these folded from `start`
+    /// (carried by round 1), so a recording rebuilds them (`trace beliefs`).
+    Learned {
+        round: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        start: Option<Box<BeliefsStart>>,
+        observations: Vec<Observation>,
+    },
     /// The engine paused or resumed.
     EngineState { paused: bool },
     /// Something went wrong (a request, or the engine when `req` is absent).
@@ -428,6 +440,7 @@ impl DecodeEvent {
         "committed",
         "forward",
         "request_finished",
+        "learned",
         "engine_state",
         "error",
     ];
@@ -447,7 +460,9 @@ impl DecodeEvent {
             | DecodeEvent::Committed { req, .. }
             | DecodeEvent::RequestFinished { req, .. } => Some(*req),
             DecodeEvent::Error { req, .. } => *req,
-            DecodeEvent::Forward { .. } | DecodeEvent::EngineState { .. } => None,
+            DecodeEvent::Forward { .. }
+            | DecodeEvent::Learned { .. }
+            | DecodeEvent::EngineState { .. } => None,
         }
     }
 

@@ -8,13 +8,15 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
+use serde::{Deserialize, Serialize};
+
 use super::joint::RoundOption;
-use super::regime::{Regime, RegimeChooser};
+use super::regime::{Regime, RegimeChooser, RegimeTurn};
 use super::rows::{expected_rows_ms, price_rows, HitRates, RowKey, RowLoad};
 use super::strategy::RoundPlan;
 use super::tables::{History, SurvivalTables};
 use crate::engine::cost::{Clock, CostModel, ForwardShape, OnlineCost, Pricing};
-use crate::engine::events::RowsPriced;
+use crate::engine::events::{RegimeRates, RowsPriced};
 use crate::engine::options::REFERENCE_BLOCKS;
 use crate::engine::overlap::BranchKind;
 
@@ -29,15 +31,23 @@ pub(super) const UNMEASURED_DISCOUNT: f64 = 0.25;
 /// A cell of the survival tables: block size, stratum, signal bin.
 type CalibKey = (usize, Option<String>, Option<usize>);
 
-/// One thing a round did, as the beliefs learn it.
-#[derive(Debug, Clone, Copy)]
-pub enum Observation<'a> {
-    /// The round's block sizes were decided (`strategy::decide`).
-    Decided(&'a RoundPlan),
+/// One thing a round did, as the beliefs learn it: owned and serializable, so the
+/// scheduler reports each one it observes (`DecodeEvent::Learned`) and a recording's
+/// events rebuild the beliefs ([`Beliefs::rebuild`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "what", rename_all = "snake_case")]
+pub enum Observation {
+    /// A packed round's block sizes were chosen together (`strategy::decide`): the
+    /// sizes its adaptive members run, and the regime's turn where one was asked.
+    Decided {
+        ran: Vec<usize>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        regime: Option<RegimeTurn>,
+    },
     /// A decode forward: its shape, the wall time from its start to this report, the
     /// forward's own wall time, and its price on the profile's machine.
     Forward {
-        shape: &'a ForwardShape,
+        shape: ForwardShape,
         wall_ms: f64,
         forward_ms: f64,
         modeled_ms: f64,
@@ -45,21 +55,23 @@ pub enum Observation<'a> {
     /// A drafted block of `block` asked the row table for rows of these kinds.
     RowsPlanned {
         block: usize,
-        kinds: &'a [BranchKind],
+        kinds: Vec<BranchKind>,
     },
     /// A request verified a reused block in a packed round of `concurrency`;
     /// `skipped`: the round ran no draft forward.
     Spared { concurrency: usize, skipped: bool },
-    /// A judged fresh draft of `block` (not cut by the answer's end) by a request whose
-    /// history before it was `history` advanced `advance` tokens.
+    /// A judged fresh draft of `block` (not cut by the answer's end) advanced
+    /// `advance` tokens; the request's history before it read `signal` (the verifier
+    /// entropy) and `stratum` (the previous round's outcome).
     Advanced {
         block: usize,
-        history: &'a History,
+        signal: Option<f32>,
+        stratum: Option<String>,
         advance: usize,
     },
     /// A judged round's branch rows and the one that hit.
     RowsJudged {
-        built: &'a [RowKey],
+        built: Vec<RowKey>,
         hit: Option<usize>,
     },
     /// The round ended: `tokens` committed by the `concurrency` requests in it, in
@@ -70,6 +82,38 @@ pub enum Observation<'a> {
         wall_ms: f64,
         modeled_ms: f64,
     },
+}
+
+impl Observation {
+    /// A judged draft of `block` by a request whose history before it was `h`.
+    pub fn advanced(block: usize, h: &History, advance: usize) -> Self {
+        Observation::Advanced {
+            block,
+            signal: h.signal(),
+            stratum: h.stratum(),
+            advance,
+        }
+    }
+
+    /// What a packed round's plan changes in the beliefs (`None`: nothing, as when no
+    /// request chose jointly).
+    pub fn decided(plan: &RoundPlan) -> Option<Self> {
+        plan.joint.as_ref().map(|j| Observation::Decided {
+            ran: j.blocks.clone(),
+            regime: j.regime,
+        })
+    }
+}
+
+/// Where beliefs start: the survival tables (named by their `source`) and the prices
+/// as given, whether they learn and the clock. A recording's first `learned` event
+/// carries it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BeliefsStart {
+    pub tables: String,
+    pub cost: CostModel,
+    pub learn: bool,
+    pub clock: Clock,
 }
 
 /// Everything the policy has learned.
@@ -127,16 +171,33 @@ impl Beliefs {
         }
     }
 
+    /// Nothing learned yet, from a recorded start and the tables it names.
+    pub fn from_start(tables: SurvivalTables, start: &BeliefsStart) -> Self {
+        let mut pricing = Pricing::fixed(start.cost.clone());
+        pricing.learn = start.learn;
+        pricing.clock = start.clock;
+        Self::new(tables, &pricing)
+    }
+
+    /// Where these beliefs started (the prices before any refit).
+    pub fn start(&self) -> BeliefsStart {
+        BeliefsStart {
+            tables: self.tables.source.clone(),
+            cost: self.modeled.clone(),
+            learn: self.cost.is_learning(),
+            clock: self.clock,
+        }
+    }
+
     /// Learns one thing a round did.
-    pub fn observe(&mut self, o: Observation) {
+    pub fn observe(&mut self, o: &Observation) {
         match o {
-            Observation::Decided(plan) => {
-                let Some(joint) = &plan.joint else { return };
+            Observation::Decided { ran, regime } => {
                 self.rounds += 1;
-                for &b in &joint.blocks {
+                for &b in ran {
                     self.last_ran.insert(b, self.clock_ms);
                 }
-                if let Some(turn) = joint.regime {
+                if let Some(turn) = *regime {
                     self.regimes.begin(turn);
                     self.round_regime = Some(turn.regime);
                 }
@@ -147,36 +208,37 @@ impl Beliefs {
                 forward_ms,
                 modeled_ms,
             } => {
-                let ms = self.timed(wall_ms, modeled_ms);
+                let ms = self.timed(*wall_ms, *modeled_ms);
                 self.cost.observe(shape, ms);
                 self.round_forward_ms += ms;
                 // The forward's own time, as the screen's drafting rate counts it.
                 if let Some(m) = &mut self.machine {
-                    m.observe(shape, forward_ms);
+                    m.observe(shape, *forward_ms);
                 }
             }
-            Observation::RowsPlanned { block, kinds } => self.hits.record_planned(block, kinds),
+            Observation::RowsPlanned { block, kinds } => self.hits.record_planned(*block, kinds),
             Observation::Spared {
                 concurrency,
                 skipped,
-            } => self.hits.record_spared(concurrency, skipped),
+            } => self.hits.record_spared(*concurrency, *skipped),
             Observation::Advanced {
                 block,
-                history,
+                signal,
+                stratum,
                 advance,
-            } => self.learn_advance(block, history, advance),
-            Observation::RowsJudged { built, hit } => self.hits.record(built, hit),
+            } => self.learn_advance(*block, *signal, stratum.as_deref(), *advance),
+            Observation::RowsJudged { built, hit } => self.hits.record(built, *hit),
             Observation::RoundEnded {
                 concurrency,
                 tokens,
                 wall_ms,
                 modeled_ms,
             } => {
-                let round_ms = self.timed(wall_ms, modeled_ms);
+                let round_ms = self.timed(*wall_ms, *modeled_ms);
                 self.clock_ms += round_ms;
                 if let Some(regime) = self.round_regime.take() {
                     self.regimes
-                        .record(concurrency, regime, tokens, round_ms, self.clock_ms);
+                        .record(*concurrency, regime, *tokens, round_ms, self.clock_ms);
                 }
                 if self.round_forward_ms > 0.0 {
                     self.cost
@@ -203,17 +265,23 @@ impl Beliefs {
     /// B = 32 in 99% of rounds where fixed B = 16 was faster). A larger size is not
     /// inferred: a full round says nothing of what lay past its end, and imputing the
     /// tables' tail there measured worse at every load.
-    fn learn_advance(&mut self, b: usize, h: &History, advance: usize) {
+    fn learn_advance(
+        &mut self,
+        b: usize,
+        signal: Option<f32>,
+        stratum: Option<&str>,
+        advance: usize,
+    ) {
         if b < 2 || !self.tables.covers(b) {
             return;
         }
-        let (signal, stratum) = (h.signal(), h.stratum());
         for size in self.tables.blocks() {
             if size < 2 || size > b {
                 continue;
             }
-            let predicted = self.tables.value(size, signal, stratum.as_deref());
-            let c = self.calib.entry(self.calib_key(size, h)).or_default();
+            let predicted = self.tables.value(size, signal, stratum);
+            let key = (size, stratum.map(str::to_string), self.tables.bin(signal));
+            let c = self.calib.entry(key).or_default();
             c.0 += predicted;
             c.1 += advance.min(size) as f64;
             *self.evidence.entry(size).or_default() += 1;
@@ -268,6 +336,27 @@ impl Beliefs {
         let most = self.evidence.values().copied().max().unwrap_or(0);
         let n = self.evidence.get(&b).copied().unwrap_or(0);
         v * (1.0 - UNMEASURED_DISCOUNT * (unknown(n) - unknown(most)))
+    }
+
+    /// Judged rounds that measured block size `b`, and the tokens the tables predicted
+    /// and verification advanced over them (every cell of `b`).
+    pub fn measured(&self, b: usize) -> (usize, f64, f64) {
+        let (pred, real) = self
+            .calib
+            .iter()
+            .filter(|((bb, _, _), _)| *bb == b)
+            .fold((0.0, 0.0), |(p, r), (_, (cp, cr))| (p + cp, r + cr));
+        (self.evidence.get(&b).copied().unwrap_or(0), pred, real)
+    }
+
+    /// ms of rounds run so far, on the beliefs' clock.
+    pub fn elapsed_ms(&self) -> f64 {
+        self.clock_ms
+    }
+
+    /// Measured tokens per ms of drafting and of AR steps at `concurrency`.
+    pub fn regime_rates(&self, concurrency: usize) -> RegimeRates {
+        self.regimes.rates(concurrency)
     }
 
     pub fn tables(&self) -> &SurvivalTables {

@@ -39,7 +39,7 @@ mod rows;
 mod strategy;
 mod tables;
 
-pub use beliefs::{Beliefs, Observation};
+pub use beliefs::{Beliefs, BeliefsStart, Observation};
 pub use joint::RoundOption;
 pub use regime::{Regime, RegimeChooser, RegimeTurn};
 pub use rows::{expected_rows_ms, price_rows, HitRates, RowKey, RowLoad};

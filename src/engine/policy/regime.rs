@@ -12,11 +12,14 @@
 
 use std::collections::BTreeMap;
 
+use serde::{Deserialize, Serialize};
+
 use super::overdue;
 use crate::engine::events::RegimeRates;
 
 /// How adaptive requests of a packed round choose their block sizes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Regime {
     /// The joint rule over the whole action space (`round_blocks::choose`).
     Draft,
@@ -82,7 +85,7 @@ impl Measure {
 }
 
 /// A packed round's regime, and where the chooser's trial stands once it runs.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct RegimeTurn {
     pub regime: Regime,
     /// The regime is on trial (the other one measured faster, or nothing yet).

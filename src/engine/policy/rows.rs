@@ -9,6 +9,8 @@
 
 use std::collections::BTreeMap;
 
+use serde::{Deserialize, Serialize};
+
 use crate::engine::cost::CostModel;
 use crate::engine::events::{BranchCount, BranchKind, RowsPriced};
 
@@ -62,7 +64,7 @@ const KINDS: [BranchKind; 4] = [
 /// band (a correction: its position's margin below [`CLOSE_MARGIN`], band 2 for the
 /// next alternative at a position that already has one; the continuation: a draft
 /// with no risky position).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct RowKey {
     pub kind: BranchKind,
     pub block: usize,
@@ -143,6 +145,11 @@ impl HitRates {
         let n = self.planned_rounds.get(&block).copied().unwrap_or(0) as f64;
         let k = self.planned.get(&(kind, block)).copied().unwrap_or(0) as f64;
         (k + prior_share(kind) * SHRINK) / (n + SHRINK)
+    }
+
+    /// Rows built and hits per kind and block size, as judged so far.
+    pub fn judged(&self) -> impl Iterator<Item = (BranchKind, usize, &BranchCount)> {
+        self.by_block.iter().map(|(&(k, b), c)| (k, b, c))
     }
 
     /// A drafted round of `block` whose row table asked for rows of `kinds`.

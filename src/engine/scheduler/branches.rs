@@ -84,9 +84,9 @@ impl Scheduler {
         };
         let priced = self.ablation.prices_rows(&r.opts);
         let kinds: Vec<BranchKind> = rows.iter().map(|(_, k)| k.kind).collect();
-        self.beliefs.observe(Observation::RowsPlanned {
+        self.learn(Observation::RowsPlanned {
             block: p.block_size,
-            kinds: &kinds,
+            kinds,
         });
         let (keep, decision) = self.beliefs.price_rows(&rows, load, priced);
         let mut keep = keep.into_iter();

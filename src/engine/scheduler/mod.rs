@@ -148,6 +148,10 @@ pub struct Scheduler {
     ablation: Ablation,
     /// Tokens committed so far by every request.
     committed: usize,
+    /// What the beliefs observed this round, reported when it ends (`Learned`).
+    journal: Vec<Observation>,
+    /// Speculation rounds run so far.
+    rounds: u64,
 }
 
 impl Scheduler {
@@ -172,6 +176,8 @@ impl Scheduler {
             batching: Batching::default(),
             ablation: Ablation::SHIPPED,
             committed: 0,
+            journal: Vec::new(),
+            rounds: 0,
         }
     }
 
@@ -306,7 +312,9 @@ impl Scheduler {
             })
             .collect();
         let decided = policy::decide(&self.beliefs, &members, self.batching, &self.ablation);
-        self.beliefs.observe(Observation::Decided(&decided));
+        if let Some(o) = Observation::decided(&decided) {
+            self.learn(o);
+        }
         // A round whose draft rode the last forward keeps its block: verify it now.
         let plans: Vec<Plan> = live
             .iter()
@@ -340,13 +348,25 @@ impl Scheduler {
             self.draft_group(&mut group, sharing, ride, sink)?;
             self.verify_group(group, sharing, sink)?;
         }
-        self.beliefs.observe(Observation::RoundEnded {
+        self.learn(Observation::RoundEnded {
             concurrency: live.len(),
             tokens: self.committed - committed,
             wall_ms: start.elapsed().as_secs_f64() * 1e3,
             modeled_ms: self.counts.modeled_ms - modeled_before,
         });
+        self.rounds += 1;
+        sink.emit(DecodeEvent::Learned {
+            round: self.rounds,
+            start: (self.rounds == 1).then(|| Box::new(self.beliefs.start())),
+            observations: std::mem::take(&mut self.journal),
+        });
         Ok(())
+    }
+
+    /// The beliefs learn `o`, and the round's `Learned` event will report it.
+    fn learn(&mut self, o: Observation) {
+        self.beliefs.observe(&o);
+        self.journal.push(o);
     }
 
     /// One physical forward over the caches of `reqs` (row `cache` indices refer to
@@ -421,8 +441,8 @@ impl Scheduler {
     /// The beliefs learn the forward's times (its wall time counts the signals and
     /// verdicts taken from it).
     fn learn_cost(&mut self, t: &Timing) {
-        self.beliefs.observe(Observation::Forward {
-            shape: &t.shape,
+        self.learn(Observation::Forward {
+            shape: t.shape,
             wall_ms: t.start.elapsed().as_secs_f64() * 1e3,
             forward_ms: t.forward_ms,
             modeled_ms: t.modeled_ms,
@@ -495,7 +515,7 @@ impl Scheduler {
             .filter(|&k| group[k].needs_draft())
             .collect();
         for _ in group.iter().filter(|p| p.reused.is_some()) {
-            self.beliefs.observe(Observation::Spared {
+            self.learn(Observation::Spared {
                 concurrency,
                 skipped: need.is_empty() || ride,
             });

@@ -63,11 +63,7 @@ impl Scheduler {
         let ended = round::ended_inside(kept.len(), verdict.advance());
         let ends = ended || kept.last().is_some_and(|t| self.eos.contains(t));
         if let Some(h) = before.filter(|_| !ended) {
-            self.beliefs.observe(Observation::Advanced {
-                block: b,
-                history: &h,
-                advance: verdict.advance(),
-            });
+            self.learn(Observation::advanced(b, &h, verdict.advance()));
         }
         let hit = self.resolve_branches(i, &p, &predicted, &verdict, (ended, ends), sink);
         let r = &mut self.requests[i];
@@ -128,17 +124,17 @@ impl Scheduler {
                 });
             }
         }
-        if !ended {
-            self.beliefs.observe(Observation::RowsJudged {
-                built: &p.row_keys,
-                hit: hit_row,
-            });
-        }
         sink.emit(DecodeEvent::BranchResolved {
             req: r.id,
             round: r.round,
             outcome,
         });
+        if !ended {
+            self.learn(Observation::RowsJudged {
+                built: p.row_keys.clone(),
+                hit: hit_row,
+            });
+        }
         hit
     }
 }

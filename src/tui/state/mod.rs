@@ -495,7 +495,9 @@ fn on_event(s: &mut State, t: f64, event: TraceEvent) {
             s.session.live.push(req);
             s.chat.answer_of(req);
         }
-        DecodeEvent::Prefilled { .. } | DecodeEvent::Forward { .. } => {}
+        DecodeEvent::Prefilled { .. }
+        | DecodeEvent::Forward { .. }
+        | DecodeEvent::Learned { .. } => {}
         // The round's events: the assembler gathers them (above), the view shows it.
         DecodeEvent::BlockChosen { .. }
         | DecodeEvent::Drafted { .. }

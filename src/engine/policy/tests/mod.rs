@@ -71,13 +71,15 @@ fn fixed_prices(tables: SurvivalTables, cost: CostModel) -> Beliefs {
 /// observe it.
 fn decide(b: &mut Beliefs, members: &[Member], batching: Batching) -> Vec<Decision> {
     let plan = super::decide(b, members, batching, &crate::engine::Ablation::SHIPPED);
-    b.observe(Observation::Decided(&plan));
+    if let Some(o) = Observation::decided(&plan) {
+        b.observe(&o);
+    }
     plan.decisions
 }
 
 /// A round of `concurrency` requests committed `tokens` in `ms`.
 fn end_round(b: &mut Beliefs, concurrency: usize, tokens: usize, ms: f64) {
-    b.observe(Observation::RoundEnded {
+    b.observe(&Observation::RoundEnded {
         concurrency,
         tokens,
         wall_ms: ms,
@@ -87,11 +89,7 @@ fn end_round(b: &mut Beliefs, concurrency: usize, tokens: usize, ms: f64) {
 
 /// A judged draft of `block` from history `h` advanced `advance` tokens.
 fn advance(b: &mut Beliefs, block: usize, h: &History, advance: usize) {
-    b.observe(Observation::Advanced {
-        block,
-        history: h,
-        advance,
-    });
+    b.observe(&Observation::advanced(block, h, advance));
 }
 
 fn rules(d: &[Decision]) -> Vec<Option<Rule>> {
