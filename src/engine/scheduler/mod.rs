@@ -6,11 +6,13 @@
 //! fresh drafts ride that forward and verify in the next (their round is `carried`);
 //! lockstep rounds (`Batching::Lockstep`) and the reference's buckets (one forward per
 //! planned block size, `Batching::ByBlock`) remain selectable. Each request keeps its
-//! own cache, seed and history (`request`, prefill included); a drafted block's branch
-//! rows are `branches`; applying a verdict is `resolve`.
+//! own cache, seed and history (`request`, prefill included); what it does in a round
+//! is its `plan`; a drafted block's branch rows are `branches`; applying a verdict is
+//! `resolve`.
 
 mod branches;
 mod diffusion;
+mod plan;
 mod request;
 mod resolve;
 #[cfg(test)]
@@ -23,6 +25,7 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 pub use diffusion::commit_positions;
+use plan::Plan;
 pub use request::{Finished, Submit};
 use request::{Pending, ReqState};
 
@@ -31,10 +34,9 @@ use super::backbone::Backbone;
 use super::cost::{CostModel, ForwardShape, Pricing};
 use super::events::{BlockDecision, DecodeEvent, EventSink, Mode, Phase, RequestId};
 use super::options::{Batching, DecodeOptions};
-use super::overlap::{Branch, BranchKind};
-use super::policy::{self, Beliefs, Member, Observation, RowKey, SurvivalTables};
+use super::policy::{self, Beliefs, Member, Observation, SurvivalTables};
 use super::signals::{self, PosSignals};
-use crate::model::{AttnRule, KvCache, LogitSel, Row, RowBatch, TextTokenizer};
+use crate::model::{KvCache, Row, RowBatch, TextTokenizer};
 
 /// Physical forwards of the whole scheduler (each counted once).
 #[derive(Debug, Clone, Default, Serialize)]
@@ -52,72 +54,6 @@ pub struct ForwardCounts {
     /// Decode forwards priced by the cost profile the run started from (not the
     /// online refit): the time they would take on the profile's machine.
     pub modeled_ms: f64,
-}
-
-/// What one request does this round.
-pub(super) struct Plan {
-    req: usize,
-    block_size: usize,
-    block: Vec<u32>,
-    draft: Vec<PosSignals>,
-    /// A draft forward ran for it.
-    drafted: bool,
-    reused: Option<BranchKind>,
-    risky: Vec<usize>,
-    branches: Vec<Branch>,
-    /// The hit-rate key of each branch row (what the policy learns from its fate).
-    row_keys: Vec<RowKey>,
-    /// Its `Drafted` went out (its risky positions and rows are planned).
-    announced: bool,
-}
-
-impl Plan {
-    /// It has no draft yet: a fresh block still to draft.
-    fn needs_draft(&self) -> bool {
-        self.block_size > 1 && self.reused.is_none() && !self.drafted
-    }
-
-    /// The verify row (committing, logits everywhere), extended by the continuation's
-    /// block when it has one (`Branch::extends_verify`), and which branch that is.
-    fn verify_row(&self, slot: usize) -> (Row, Option<usize>) {
-        match self.branches.iter().position(Branch::extends_verify) {
-            Some(k) => (
-                self.branches[k].row(slot).commit().logits(LogitSel::All),
-                Some(k),
-            ),
-            None => (
-                Row::new(slot, self.block.clone(), AttnRule::Causal)
-                    .commit()
-                    .logits(LogitSel::All),
-                None,
-            ),
-        }
-    }
-
-    /// Positions the verify row writes to the cache (the block, and an extending
-    /// continuation's), of which the verdict keeps a prefix.
-    fn verify_len(&self) -> usize {
-        self.block.len()
-            + self
-                .branches
-                .iter()
-                .find(|br| br.extends_verify())
-                .map_or(0, |br| br.added_tokens())
-    }
-
-    /// The bidirectional draft row of a fresh block: `[seed, MASK × (B − 1)]` after the
-    /// committed context, through the draft adapter, in cache slot `slot`.
-    fn draft_row(&self, slot: usize, mask: u32) -> Row {
-        let b = self.block_size;
-        let mut tokens = vec![self.block[0]];
-        tokens.extend(std::iter::repeat_n(mask, b - 1));
-        Row::new(slot, tokens, AttnRule::Bidirectional)
-            .lora_from(0)
-            .logits(LogitSel::Range {
-                start: 1,
-                len: b - 1,
-            })
-    }
 }
 
 /// When a forward started, what it computed and its price on the profile's machine.
