@@ -32,7 +32,12 @@ pub enum TraceCommand {
     },
     /// Rebuild what the block policy learned from a recording's rounds and print it
     /// (prices, block sizes' calibration, branch rows' hit rates, regimes).
-    Beliefs { file: PathBuf },
+    Beliefs {
+        file: PathBuf,
+        /// What they were after this round of the engine (default: the last).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+        at_round: Option<u64>,
+    },
     /// Record requests from prompt files without the screen (how the demo was made).
     Record(Box<RecordArgs>),
     /// Read a log NLD's tooling wrote (the RecGuide confidence trace, SGLang
@@ -126,7 +131,7 @@ pub struct RecordArgs {
 pub fn run(args: TraceArgs) -> Result<()> {
     match args.command {
         TraceCommand::Summary { file, json } => summary(file, json),
-        TraceCommand::Beliefs { file } => beliefs(&file),
+        TraceCommand::Beliefs { file, at_round } => beliefs(&file, at_round),
         TraceCommand::Record(a) => record(*a),
         TraceCommand::Import(a) => import(a),
         TraceCommand::Export(a) => export(a),
@@ -197,7 +202,7 @@ fn summary(file: PathBuf, json: bool) -> Result<()> {
     Ok(())
 }
 
-fn beliefs(file: &std::path::Path) -> Result<()> {
+fn beliefs(file: &std::path::Path, at_round: Option<u64>) -> Result<()> {
     let trace = read_trace(file)?;
     for w in &trace.warnings {
         eprintln!("specscope: warning: {w}");
@@ -206,7 +211,7 @@ fn beliefs(file: &std::path::Path) -> Result<()> {
         TraceEvent::Decode(d) => Some(d),
         _ => None,
     });
-    let rebuilt = specscope::trace::beliefs::rebuild(events)
+    let rebuilt = specscope::trace::beliefs::rebuild_until(events, at_round)
         .with_context(|| format!("cannot rebuild the beliefs of {}", file.display()))?;
     let Some(r) = rebuilt else {
         anyhow::bail!(

@@ -27,8 +27,19 @@ pub struct Rebuilt {
 /// that starts after the engine's first round cannot say what was learned before it,
 /// and one that skips a round has lost what that round taught: both are refused.
 pub fn rebuild<'a>(events: impl IntoIterator<Item = &'a DecodeEvent>) -> Result<Option<Rebuilt>> {
+    rebuild_until(events, None)
+}
+
+/// The beliefs after the engine's round `until` (at the end when `None`).
+pub fn rebuild_until<'a>(
+    events: impl IntoIterator<Item = &'a DecodeEvent>,
+    until: Option<u64>,
+) -> Result<Option<Rebuilt>> {
     let mut rebuilt: Option<Rebuilt> = None;
     for e in events {
+        if until.is_some_and(|u| rebuilt.as_ref().is_some_and(|r| r.rounds >= u)) {
+            break;
+        }
         let DecodeEvent::Learned {
             round,
             start,
@@ -69,6 +80,14 @@ pub fn rebuild<'a>(events: impl IntoIterator<Item = &'a DecodeEvent>) -> Result<
         }
         r.rounds = *round;
         r.observations += observations.len();
+    }
+    if let (Some(u), Some(r)) = (until, &rebuilt) {
+        if r.rounds < u {
+            bail!(
+                "the recording holds {} rounds of the engine, not {u}",
+                r.rounds
+            );
+        }
     }
     Ok(rebuilt)
 }

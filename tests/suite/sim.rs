@@ -123,7 +123,7 @@ fn the_simulator_accepts_like_nld_8b() {
 #[test]
 fn a_runs_learned_events_rebuild_its_beliefs() {
     use specscope::engine::{Pricing, Submit, VecSink};
-    use specscope::trace::beliefs::rebuild;
+    use specscope::trace::beliefs::{rebuild, rebuild_until};
     let model = sim();
     let prompts = prompts(10);
     for (preset, pricing) in [
@@ -164,6 +164,12 @@ fn a_runs_learned_events_rebuild_its_beliefs() {
         let want = format!("{:?}", sched.beliefs());
         assert_eq!(format!("{:?}", r.beliefs), want, "{preset:?}");
         assert!(r.rounds > 10 && r.loads.contains(&4), "{preset:?}: {r:?}");
+        // Stopped after round 5: the beliefs of a run of 5 rounds, which differ.
+        let five = rebuild_until(&events, Some(5)).unwrap().unwrap();
+        assert_eq!(five.rounds, 5);
+        assert_ne!(format!("{:?}", five.beliefs), want);
+        let past = rebuild_until(&events, Some(r.rounds + 1)).unwrap_err();
+        assert!(past.to_string().contains("not"), "{past}");
         let report = r.report();
         assert!(report.contains("branch rows: hits"), "{report}");
         // Without round 1 the start is missing; without a later round, what it taught.
