@@ -34,9 +34,10 @@ pub enum TraceCommand {
     /// (prices, block sizes' calibration, branch rows' hit rates, regimes).
     Beliefs {
         file: PathBuf,
-        /// What they were after this round of the engine (default: the last).
+        /// What they were after the engine's N-th step (a speculation round of every
+        /// request in flight, or a diffusion step); default: the last.
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
-        at_round: Option<u64>,
+        at_step: Option<u64>,
     },
     /// Record requests from prompt files without the screen (how the demo was made).
     Record(Box<RecordArgs>),
@@ -131,7 +132,7 @@ pub struct RecordArgs {
 pub fn run(args: TraceArgs) -> Result<()> {
     match args.command {
         TraceCommand::Summary { file, json } => summary(file, json),
-        TraceCommand::Beliefs { file, at_round } => beliefs(&file, at_round),
+        TraceCommand::Beliefs { file, at_step } => beliefs(&file, at_step),
         TraceCommand::Record(a) => record(*a),
         TraceCommand::Import(a) => import(a),
         TraceCommand::Export(a) => export(a),
@@ -202,7 +203,7 @@ fn summary(file: PathBuf, json: bool) -> Result<()> {
     Ok(())
 }
 
-fn beliefs(file: &std::path::Path, at_round: Option<u64>) -> Result<()> {
+fn beliefs(file: &std::path::Path, at_step: Option<u64>) -> Result<()> {
     let trace = read_trace(file)?;
     for w in &trace.warnings {
         eprintln!("specscope: warning: {w}");
@@ -211,17 +212,23 @@ fn beliefs(file: &std::path::Path, at_round: Option<u64>) -> Result<()> {
         TraceEvent::Decode(d) => Some(d),
         _ => None,
     });
-    let rebuilt = specscope::trace::beliefs::rebuild_until(events, at_round)
+    let rebuilt = specscope::trace::beliefs::rebuild_until(events, at_step)
         .with_context(|| format!("cannot rebuild the beliefs of {}", file.display()))?;
     let Some(r) = rebuilt else {
-        anyhow::bail!(
-            "{} holds no `learned` event: it was recorded before event version 6, or ran \
-             no speculation round (AR and diffusion alone)",
-            file.display()
-        );
+        let why = if trace.header.source.is_some() {
+            "an imported log holds its rounds, not what a policy learned from them"
+        } else if trace.header.event_version < 6 {
+            "it was recorded before event version 6"
+        } else {
+            "no decoding step ran while it recorded"
+        };
+        anyhow::bail!("{} holds no `learned` event: {why}", file.display());
     };
     outln!("{}: {}", file.display(), printable(&trace.header.model));
     out!("{}", r.report());
+    if trace.recorded_summary().is_none() {
+        outln!("(no session_end line: the recording was cut off; these are the beliefs after its last step)");
+    }
     Ok(())
 }
 

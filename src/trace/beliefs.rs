@@ -15,61 +15,62 @@ use crate::engine::policy::{Beliefs, BeliefsStart, Observation, SurvivalTables};
 pub struct Rebuilt {
     pub beliefs: Beliefs,
     pub start: BeliefsStart,
-    /// The engine's rounds the recording holds.
-    pub rounds: u64,
+    /// The engine's steps the recording holds (a speculation round each, or a
+    /// diffusion step).
+    pub steps: u64,
     pub observations: usize,
-    /// Concurrencies the rounds ran at.
+    /// Concurrencies the speculation rounds ran at.
     pub loads: BTreeSet<usize>,
 }
 
 /// The beliefs at the end of `events` (`None`: they hold no `learned` event, as a
-/// recording made before event version 6 or of AR and diffusion alone). A recording
-/// that starts after the engine's first round cannot say what was learned before it,
-/// and one that skips a round has lost what that round taught: both are refused.
+/// recording made before event version 6). A recording that starts after the
+/// engine's first step cannot say what was learned before it, and one that skips a
+/// step has lost what that step taught: both are refused.
 pub fn rebuild<'a>(events: impl IntoIterator<Item = &'a DecodeEvent>) -> Result<Option<Rebuilt>> {
     rebuild_until(events, None)
 }
 
-/// The beliefs after the engine's round `until` (at the end when `None`).
+/// The beliefs after the engine's step `until` (at the end when `None`).
 pub fn rebuild_until<'a>(
     events: impl IntoIterator<Item = &'a DecodeEvent>,
     until: Option<u64>,
 ) -> Result<Option<Rebuilt>> {
     let mut rebuilt: Option<Rebuilt> = None;
     for e in events {
-        if until.is_some_and(|u| rebuilt.as_ref().is_some_and(|r| r.rounds >= u)) {
+        if until.is_some_and(|u| rebuilt.as_ref().is_some_and(|r| r.steps >= u)) {
             break;
         }
         let DecodeEvent::Learned {
-            round,
+            step,
             start,
             observations,
         } = e
         else {
             continue;
         };
-        // A start begins an engine's beliefs anew (round 1 of a new engine).
+        // A start begins an engine's beliefs anew (step 1 of a new engine).
         if let Some(start) = start {
             rebuilt = Some(Rebuilt {
                 beliefs: Beliefs::from_start(tables_named(&start.tables)?, start),
                 start: (**start).clone(),
-                rounds: 0,
+                steps: 0,
                 observations: 0,
                 loads: BTreeSet::new(),
             });
         }
         let Some(r) = &mut rebuilt else {
             bail!(
-                "the recording starts at the engine's round {round}: what the block policy \
+                "the recording starts at the engine's step {step}: what the block policy \
                  learned before it is not in the file (record from the engine's start, \
                  `--record`, to rebuild its beliefs)"
             );
         };
-        if *round != r.rounds + 1 {
+        if *step != r.steps + 1 {
             bail!(
-                "`learned` of round {round} follows round {}: the rounds between are \
-                 missing, and what they taught with them",
-                r.rounds
+                "`learned` of step {step} follows step {}: the steps between are missing, \
+                 and what they taught with them",
+                r.steps
             );
         }
         for o in observations {
@@ -78,14 +79,14 @@ pub fn rebuild_until<'a>(
             }
             r.beliefs.observe(o);
         }
-        r.rounds = *round;
+        r.steps = *step;
         r.observations += observations.len();
     }
     if let (Some(u), Some(r)) = (until, &rebuilt) {
-        if r.rounds < u {
+        if r.steps < u {
             bail!(
-                "the recording holds {} rounds of the engine, not {u}",
-                r.rounds
+                "the recording holds {} steps of the engine, not {u}",
+                r.steps
             );
         }
     }
@@ -127,8 +128,8 @@ impl Rebuilt {
         };
         let _ = writeln!(
             out,
-            "beliefs rebuilt from {} rounds ({} observations)",
-            self.rounds, self.observations
+            "beliefs rebuilt from {} steps of the engine ({} observations)",
+            self.steps, self.observations
         );
         let _ = writeln!(out, "prices: {} ({how}), timed by {clock}", s.cost.source);
         let _ = writeln!(out, "rounds took {:.1} ms in all", b.elapsed_ms());
@@ -184,14 +185,24 @@ impl Rebuilt {
             }
         }
         let show = |r: Option<f64>| r.map_or("—".to_string(), |r| format!("{r:.3}"));
-        let regimes: Vec<String> = self
+        // The regimes keep their rates per bucket of loads: 1, 2, 3–4, 5–8, …
+        let buckets: BTreeSet<usize> = self
             .loads
             .iter()
-            .filter_map(|&c| {
+            .map(|c| c.max(&1).next_power_of_two())
+            .collect();
+        let regimes: Vec<String> = buckets
+            .into_iter()
+            .filter_map(|c| {
                 let r = b.regime_rates(c);
+                let loads = if c <= 2 {
+                    c.to_string()
+                } else {
+                    format!("{}–{c}", c / 2 + 1)
+                };
                 (r.draft.is_some() || r.ar.is_some()).then(|| {
                     format!(
-                        "  C = {c:<4} drafting {} · AR steps {}",
+                        "  C = {loads:<7} drafting {} · AR steps {}",
                         show(r.draft),
                         show(r.ar)
                     )

@@ -224,6 +224,11 @@ impl Order {
             TraceEvent::Decode(d) => d,
         };
         self.all.push(&s.event);
+        ensure!(
+            !matches!(d, DecodeEvent::Learned { .. }) || self.event_version >= 6,
+            "a `learned` event, which event version {} does not have (version 6 added it)",
+            self.event_version
+        );
         let Some(req) = d.request() else {
             return Ok(());
         };

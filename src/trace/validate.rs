@@ -19,6 +19,11 @@ const MAX_TOKENS: usize = 1 << 24;
 const MAX_MS: f64 = 86_400_000.0;
 /// Most candidates, branches and ids per entry.
 const MAX_LIST: usize = 64;
+/// Most requests a round serves (far above any load a machine holds).
+const MAX_CONCURRENCY: usize = 1 << 16;
+/// Most observations of one engine step: a decision, its forwards, and per request
+/// its rows planned and judged, its advance, a spared draft (`MAX_CONCURRENCY` × 4).
+const MAX_OBSERVATIONS: usize = 8 + 4 * MAX_CONCURRENCY;
 
 fn finite(what: &str, x: f64) -> Result<()> {
     ensure!(x.is_finite(), "`{what}` is {x}: not a finite number");
@@ -408,23 +413,19 @@ pub fn event(e: &DecodeEvent, lines: usize) -> Result<()> {
             }
         }
         DecodeEvent::Learned {
-            round,
+            step,
             start,
             observations,
         } => {
-            at_most(
-                "round",
-                usize::try_from(*round).unwrap_or(usize::MAX),
-                lines,
-            )?;
-            // A round's observations: a decision, its forwards, per request a plan,
-            // a verdict and its rows, and the end.
-            at_most("observations", observations.len(), 8 + 8 * lines)?;
+            // The engine's steps and the requests they served may predate the
+            // recording (one begun mid-session): bounded by constants, not the file.
+            ensure!(*step >= 1, "`step` is 0: the engine's steps count from 1");
+            at_most("observations", observations.len(), MAX_OBSERVATIONS)?;
             if let Some(s) = start {
                 cost_model("start.cost", &s.cost)?;
             }
             for (k, o) in observations.iter().enumerate() {
-                observation(&format!("observations.{k}"), o, lines)?;
+                observation(&format!("observations.{k}"), o)?;
             }
         }
         DecodeEvent::EngineState { .. } | DecodeEvent::Error { .. } => {}
@@ -433,11 +434,12 @@ pub fn event(e: &DecodeEvent, lines: usize) -> Result<()> {
 }
 
 /// One observation of a `learned` event.
-fn observation(at: &str, o: &Observation, lines: usize) -> Result<()> {
+fn observation(at: &str, o: &Observation) -> Result<()> {
     let field = |f: &str| format!("{at}.{f}");
     match o {
         Observation::Decided { ran, .. } => {
-            at_most(&field("ran"), ran.len(), MAX_LIST)?;
+            // Each block size once.
+            at_most(&field("ran"), ran.len(), MAX_BLOCK)?;
             for &b in ran {
                 block_len(&field("ran"), b)?;
             }
@@ -455,7 +457,7 @@ fn observation(at: &str, o: &Observation, lines: usize) -> Result<()> {
             ] {
                 ms(&field(f), x)?;
             }
-            at_most(&field("shape.rows"), shape.rows, 8 * lines.max(1))?;
+            at_most(&field("shape.rows"), shape.rows, MAX_CONCURRENCY * 8)?;
             at_most(&field("shape.tokens"), shape.tokens, MAX_TOKENS)?;
             at_most(
                 &field("shape.draft_tokens"),
@@ -467,17 +469,27 @@ fn observation(at: &str, o: &Observation, lines: usize) -> Result<()> {
             block_len(&field("block"), *block)?;
             at_most(&field("kinds"), kinds.len(), MAX_LIST)?;
         }
-        Observation::Spared { .. } => {}
+        Observation::Spared { concurrency, .. } => {
+            at_most(&field("concurrency"), *concurrency, MAX_CONCURRENCY)?;
+        }
         Observation::Advanced {
             block,
             advance,
             signal,
-            ..
+            stratum,
         } => {
             block_len(&field("block"), *block)?;
             at_most(&field("advance"), *advance, *block)?;
             if let Some(s) = signal {
                 ensure!(s.is_finite() && *s >= 0.0, "`{}` is {s}", field("signal"));
+            }
+            if let Some(s) = stratum {
+                ensure!(
+                    is_stratum(s),
+                    "`{}` is `{}`: a stratum is b{{B}}_full or b{{B}}_partial",
+                    field("stratum"),
+                    crate::output::printable(&s.chars().take(40).collect::<String>())
+                );
             }
         }
         Observation::RowsJudged { built, hit } => {
@@ -494,13 +506,25 @@ fn observation(at: &str, o: &Observation, lines: usize) -> Result<()> {
         Observation::RoundEnded {
             wall_ms,
             modeled_ms,
+            concurrency,
             ..
         } => {
+            at_most(&field("concurrency"), *concurrency, MAX_CONCURRENCY)?;
             ms(&field("wall_ms"), *wall_ms)?;
             ms(&field("modeled_ms"), *modeled_ms)?;
         }
     }
     Ok(())
+}
+
+/// `b{B}_full` or `b{B}_partial` (`policy::stratum`).
+fn is_stratum(s: &str) -> bool {
+    let Some((b, how)) = s.strip_prefix('b').and_then(|r| r.split_once('_')) else {
+        return false;
+    };
+    b.parse::<usize>()
+        .is_ok_and(|b| (1..=MAX_BLOCK).contains(&b))
+        && matches!(how, "full" | "partial")
 }
 
 /// A cost model's coefficients: finite and not negative.

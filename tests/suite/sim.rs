@@ -119,7 +119,8 @@ fn the_simulator_accepts_like_nld_8b() {
 /// A run's `learned` events, read back as a recording reads them, rebuild the beliefs
 /// the engine ended with: under a fixed GPU profile's prices (the paper preset) and
 /// where the prices learn from this machine's wall clock (the throughput preset, AR
-/// steps and regimes included).
+/// steps and regimes included); every third request diffuses (its forwards are
+/// observed in steps of their own, the last ones included).
 #[test]
 fn a_runs_learned_events_rebuild_its_beliefs() {
     use specscope::engine::{Pricing, Submit, VecSink};
@@ -141,12 +142,21 @@ fn a_runs_learned_events_rebuild_its_beliefs() {
             max_new_tokens: 64,
             ..preset.options()
         };
+        let diffusing = DecodeOptions {
+            mode: Mode::Diffusion,
+            blocks: Blocks::Fixed(8),
+            ..o.clone()
+        };
         let mut next = 0;
         while next < prompts.len() || sched.active() > 0 {
             while sched.active() < 4 && next < prompts.len() {
                 let s = Submit {
                     prompt: prompts[next].clone(),
-                    options: o.clone(),
+                    options: if next % 3 == 1 || next + 1 == prompts.len() {
+                        diffusing.clone()
+                    } else {
+                        o.clone()
+                    },
                     family: None,
                 };
                 sched.submit(s, &mut sink).unwrap();
@@ -163,22 +173,23 @@ fn a_runs_learned_events_rebuild_its_beliefs() {
         let r = rebuild(&events).unwrap().expect("learned events");
         let want = format!("{:?}", sched.beliefs());
         assert_eq!(format!("{:?}", r.beliefs), want, "{preset:?}");
-        assert!(r.rounds > 10 && r.loads.contains(&4), "{preset:?}: {r:?}");
-        // Stopped after round 5: the beliefs of a run of 5 rounds, which differ.
+        let packed = r.loads.iter().any(|&c| c >= 3);
+        assert!(r.steps > 10 && packed, "{preset:?}: {:?}", r.loads);
+        // Stopped after step 5: the beliefs of a run of 5 steps, which differ.
         let five = rebuild_until(&events, Some(5)).unwrap().unwrap();
-        assert_eq!(five.rounds, 5);
+        assert_eq!(five.steps, 5);
         assert_ne!(format!("{:?}", five.beliefs), want);
-        let past = rebuild_until(&events, Some(r.rounds + 1)).unwrap_err();
+        let past = rebuild_until(&events, Some(r.steps + 1)).unwrap_err();
         assert!(past.to_string().contains("not"), "{past}");
         let report = r.report();
         assert!(report.contains("branch rows: hits"), "{report}");
-        // Without round 1 the start is missing; without a later round, what it taught.
+        // Without step 1 the start is missing; without a later step, what it taught.
         let learned: Vec<usize> = (0..events.len())
             .filter(|&i| matches!(events[i], specscope::engine::DecodeEvent::Learned { .. }))
             .collect();
         for (cut, says) in [
-            (learned[0], "starts at the engine's round 2"),
-            (learned[3], "round 5 follows round 3"),
+            (learned[0], "starts at the engine's step 2"),
+            (learned[3], "step 5 follows step 3"),
         ] {
             let mut fewer = events.clone();
             fewer.remove(cut);

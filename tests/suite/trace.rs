@@ -1019,7 +1019,8 @@ fn margins_and_probabilities_are_range_checked() {
 
 /// `trace beliefs` rebuilds what the block policy learned from a recording made from
 /// the engine's start; a `learned` line with an impossible number is refused at its
-/// line naming the field, and a recording without round 1's start says why it cannot.
+/// line naming the field, and a recording begun after the engine's first step says
+/// why it cannot.
 #[test]
 fn trace_beliefs_rebuilds_the_policy_and_refuses_bad_lines() {
     let dir = tempfile::tempdir().unwrap();
@@ -1076,22 +1077,28 @@ fn trace_beliefs_rebuilds_the_policy_and_refuses_bad_lines() {
         assert_eq!(line_named(&e), Some(at + 2), "{e}");
         assert!(e.contains(&format!("observations.{k}.{says}")), "{e}");
     }
-    // Round 1's line dropped (`seq` renumbered): the file reads, the rebuild says
-    // what is missing.
-    let mut kept = events.clone();
-    kept.remove(learned[0]);
-    let first = kept[0]["seq"].as_u64().unwrap();
+    // As a recording begun mid-session holds them (steps counted from before it, no
+    // start): the file reads, the rebuild says what is missing.
+    let mut later = events.clone();
+    for &i in &learned {
+        let step = later[i]["step"].as_u64().unwrap();
+        later[i]["step"] = serde_json::json!(step + 1000);
+        later[i].as_object_mut().unwrap().remove("start");
+    }
+    read_edited(&header, &later).unwrap();
     let mut text = format!("{header}\n");
-    for (n, e) in kept.iter_mut().enumerate() {
-        e["seq"] = serde_json::json!(first + n as u64);
+    for e in &later {
         text.push_str(&e.to_string());
         text.push('\n');
     }
-    let cut = dir.path().join("cut.jsonl");
+    let cut = dir.path().join("later.jsonl");
     std::fs::write(&cut, text).unwrap();
     let (ok, _, err) = beliefs(&cut);
     assert!(
-        !ok && err.contains("starts at the engine's round 2"),
+        !ok && err.contains("starts at the engine's step 1001"),
         "{err}"
     );
+    // A block diffusion recording: its steps' forwards are what the beliefs learned.
+    let (ok, text, err) = beliefs(&diffusion_recording(dir.path()));
+    assert!(ok && text.contains("steps of the engine"), "{err}{text}");
 }

@@ -407,11 +407,12 @@ pub enum DecodeEvent {
         /// Boxed: the largest payload of any event, and one per request.
         stats: Box<RequestStats>,
     },
-    /// What the block policy observed of a speculation round (`round` counts the
-    /// engine's rounds from 1), in order: the beliefs are these folded from `start`
-    /// (carried by round 1), so a recording rebuilds them (`trace beliefs`).
+    /// What the block policy observed in one step of the engine (a speculation round,
+    /// a diffusion step's forwards), in order; `step` counts the engine's steps that
+    /// observed anything, from 1. The beliefs are these folded from `start` (carried
+    /// by step 1), so a recording rebuilds them (`trace beliefs`).
     Learned {
-        round: u64,
+        step: u64,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         start: Option<Box<BeliefsStart>>,
         observations: Vec<Observation>,

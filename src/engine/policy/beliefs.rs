@@ -33,7 +33,7 @@ type CalibKey = (usize, Option<String>, Option<usize>);
 
 /// One thing a round did, as the beliefs learn it: owned and serializable, so the
 /// scheduler reports each one it observes (`DecodeEvent::Learned`) and a recording's
-/// events rebuild the beliefs ([`Beliefs::rebuild`]).
+/// events rebuild the beliefs (`trace::beliefs::rebuild`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "what", rename_all = "snake_case")]
 pub enum Observation {
@@ -98,9 +98,15 @@ impl Observation {
     /// What a packed round's plan changes in the beliefs (`None`: nothing, as when no
     /// request chose jointly).
     pub fn decided(plan: &RoundPlan) -> Option<Self> {
-        plan.joint.as_ref().map(|j| Observation::Decided {
-            ran: j.blocks.clone(),
-            regime: j.regime,
+        plan.joint.as_ref().map(|j| {
+            // Each size once: when it last ran is all the beliefs keep of it.
+            let mut ran = j.blocks.clone();
+            ran.sort_unstable();
+            ran.dedup();
+            Observation::Decided {
+                ran,
+                regime: j.regime,
+            }
         })
     }
 }

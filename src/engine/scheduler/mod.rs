@@ -84,10 +84,10 @@ pub struct Scheduler {
     ablation: Ablation,
     /// Tokens committed so far by every request.
     committed: usize,
-    /// What the beliefs observed this round, reported when it ends (`Learned`).
+    /// What the beliefs observed this step, reported when it ends (`Learned`).
     journal: Vec<Observation>,
-    /// Speculation rounds run so far.
-    rounds: u64,
+    /// Steps whose observations were reported so far.
+    steps: u64,
 }
 
 impl Scheduler {
@@ -113,7 +113,7 @@ impl Scheduler {
             ablation: Ablation::SHIPPED,
             committed: 0,
             journal: Vec::new(),
-            rounds: 0,
+            steps: 0,
         }
     }
 
@@ -211,6 +211,24 @@ impl Scheduler {
     /// One round for every live request (prefilling new ones first): a block of the
     /// speculating ones, a step of the diffusing ones.
     pub fn step(&mut self, sink: &mut dyn EventSink) -> Result<()> {
+        let stepped = self.step_requests(sink);
+        // What the beliefs observed goes out, a failed step's too (they learned it),
+        // before the requests it ended finish: a recording that stops when they do
+        // still holds it.
+        if !self.journal.is_empty() {
+            self.steps += 1;
+            sink.emit(DecodeEvent::Learned {
+                step: self.steps,
+                start: (self.steps == 1).then(|| Box::new(self.beliefs.start())),
+                observations: std::mem::take(&mut self.journal),
+            });
+        }
+        stepped?;
+        self.finish_done(sink);
+        Ok(())
+    }
+
+    fn step_requests(&mut self, sink: &mut dyn EventSink) -> Result<()> {
         self.prefill(sink)?;
         // Requests that stopped at their first token leave before indices are planned.
         self.finish_done(sink);
@@ -223,7 +241,6 @@ impl Scheduler {
         if !live.is_empty() {
             self.speculate(live, sink)?;
         }
-        self.finish_done(sink);
         Ok(())
     }
 
@@ -289,12 +306,6 @@ impl Scheduler {
             tokens: self.committed - committed,
             wall_ms: start.elapsed().as_secs_f64() * 1e3,
             modeled_ms: self.counts.modeled_ms - modeled_before,
-        });
-        self.rounds += 1;
-        sink.emit(DecodeEvent::Learned {
-            round: self.rounds,
-            start: (self.rounds == 1).then(|| Box::new(self.beliefs.start())),
-            observations: std::mem::take(&mut self.journal),
         });
         Ok(())
     }
