@@ -770,17 +770,27 @@ fn line_named(e: &str) -> Option<usize> {
 
 /// A block diffusion recording of the bundled model, several steps a block.
 fn diffusion_recording(dir: &Path) -> std::path::PathBuf {
-    let out = dir.join("diffusion.jsonl");
+    let args = [
+        "--mode",
+        "diffusion",
+        "--block",
+        "8",
+        "--threshold",
+        "0.999",
+    ];
+    record(
+        dir,
+        "diffusion.jsonl",
+        &[&args[..], &["--max-new-tokens", "24"]].concat(),
+    )
+}
+
+/// `trace record --limit 1 ARGS` of the bundled model into `dir/name`.
+fn record(dir: &Path, name: &str, args: &[&str]) -> std::path::PathBuf {
+    let out = dir.join(name);
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_specscope"))
-        .args(["trace", "record", "--mode", "diffusion", "--block", "8"])
-        .args([
-            "--threshold",
-            "0.999",
-            "--limit",
-            "1",
-            "--max-new-tokens",
-            "24",
-        ])
+        .args(["trace", "record", "--limit", "1"])
+        .args(args)
         .arg("--out")
         .arg(&out)
         .env_remove("SPECSCOPE_MODEL")
@@ -1024,16 +1034,8 @@ fn margins_and_probabilities_are_range_checked() {
 #[test]
 fn trace_beliefs_rebuilds_the_policy_and_refuses_bad_lines() {
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("rec.jsonl");
+    let out = record(dir.path(), "rec.jsonl", &["--max-new-tokens", "48"]);
     let bin = env!("CARGO_BIN_EXE_specscope");
-    let o = std::process::Command::new(bin)
-        .args(["trace", "record", "--limit", "1", "--max-new-tokens", "48"])
-        .arg("--out")
-        .arg(&out)
-        .env_remove("SPECSCOPE_MODEL")
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let beliefs = |path: &Path| {
         let o = std::process::Command::new(bin)
             .args(["trace", "beliefs"])
