@@ -1104,3 +1104,53 @@ fn trace_beliefs_rebuilds_the_policy_and_refuses_bad_lines() {
     let (ok, text, err) = beliefs(&diffusion_recording(dir.path()));
     assert!(ok && text.contains("steps of the engine"), "{err}{text}");
 }
+
+/// A recording of the bundled model with `learned` lines, made once.
+fn learned_recording() -> &'static [u8] {
+    static BYTES: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    BYTES.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let path = record(dir.path(), "learned.jsonl", &["--max-new-tokens", "32"]);
+        std::fs::read(path).unwrap()
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(mutation_cases()))]
+
+    /// A number of a `learned` line replaced by an extreme: the file is refused with
+    /// FILE:LINE, or it reads, replays, and its beliefs rebuild (or are refused) and
+    /// print without a panic.
+    #[test]
+    fn mutated_learned_numbers_are_refused_or_harmless(k in 0usize..1000, which in 0usize..1000, value in 0usize..12) {
+        let text = std::str::from_utf8(learned_recording()).unwrap();
+        let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+        let learned: Vec<usize> = (0..lines.len())
+            .filter(|&i| lines[i].contains("\"kind\":\"learned\""))
+            .collect();
+        let li = learned[k % learned.len()];
+        let mut v: serde_json::Value = serde_json::from_str(&lines[li]).unwrap();
+        let mut paths = Vec::new();
+        number_paths(&v, &mut Vec::new(), &mut paths);
+        let p = &paths[which % paths.len()];
+        *at_path(&mut v, p) = extreme(value);
+        lines[li] = v.to_string();
+        let bytes = (lines.join("\n") + "\n").into_bytes();
+        match parse_trace(&bytes, "rec") {
+            Err(e) => {
+                let msg = format!("{e:#}");
+                prop_assert!(msg.starts_with("rec:"), "no FILE:LINE: {msg}");
+            }
+            Ok(t) => {
+                consume(&t);
+                let events = t.events.iter().filter_map(|e| match &e.event {
+                    TraceEvent::Decode(d) => Some(d),
+                    _ => None,
+                });
+                if let Ok(Some(r)) = specscope::trace::beliefs::rebuild(events) {
+                    let _ = r.report();
+                }
+            }
+        }
+    }
+}
