@@ -417,6 +417,19 @@ fn extreme(i: usize) -> serde_json::Value {
         .clone()
 }
 
+/// `text` with the `which`-th number of its line `li` replaced by `extreme(value)`
+/// (`None`: the line holds no number).
+fn with_number_replaced(text: &str, li: usize, which: usize, value: usize) -> Option<Vec<u8>> {
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let mut v: serde_json::Value = serde_json::from_str(&lines[li]).unwrap();
+    let mut paths = Vec::new();
+    number_paths(&v, &mut Vec::new(), &mut paths);
+    let p = paths.get(which % paths.len().max(1))?;
+    *at_path(&mut v, p) = extreme(value);
+    lines[li] = v.to_string();
+    Some((lines.join("\n") + "\n").into_bytes())
+}
+
 /// Replays parsed events the way `replay` and `trace summary` would, and draws.
 fn consume(t: &specscope::trace::Trace) {
     let _ = Summary::of(t.events.iter().map(|e| &e.event)).report();
@@ -437,17 +450,10 @@ proptest! {
     fn mutated_numbers_are_refused_at_their_line_or_harmless(line in 1usize..2000, which in 0usize..1000, value in 0usize..12) {
         let demo = demo_bytes();
         let text = std::str::from_utf8(&demo).unwrap();
-        let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
-        let li = line % lines.len();
-        let mut v: serde_json::Value = serde_json::from_str(&lines[li]).unwrap();
-        let mut paths = Vec::new();
-        number_paths(&v, &mut Vec::new(), &mut paths);
-        prop_assume!(!paths.is_empty());
-        let p = &paths[which % paths.len()];
-        *at_path(&mut v, p) = extreme(value);
-        lines[li] = v.to_string();
-        let bytes = (lines.join("\n") + "\n").into_bytes();
-        match parse_trace(&bytes, "demo") {
+        let li = line % text.lines().count();
+        let bytes = with_number_replaced(text, li, which, value);
+        prop_assume!(bytes.is_some());
+        match parse_trace(&bytes.unwrap(), "demo") {
             Err(e) => {
                 let msg = format!("{e:#}");
                 prop_assert!(msg.starts_with("demo:"), "no FILE:LINE: {msg}");
@@ -1124,18 +1130,14 @@ proptest! {
     #[test]
     fn mutated_learned_numbers_are_refused_or_harmless(k in 0usize..1000, which in 0usize..1000, value in 0usize..12) {
         let text = std::str::from_utf8(learned_recording()).unwrap();
-        let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
-        let learned: Vec<usize> = (0..lines.len())
-            .filter(|&i| lines[i].contains("\"kind\":\"learned\""))
+        let learned: Vec<usize> = text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| l.contains("\"kind\":\"learned\""))
+            .map(|(i, _)| i)
             .collect();
         let li = learned[k % learned.len()];
-        let mut v: serde_json::Value = serde_json::from_str(&lines[li]).unwrap();
-        let mut paths = Vec::new();
-        number_paths(&v, &mut Vec::new(), &mut paths);
-        let p = &paths[which % paths.len()];
-        *at_path(&mut v, p) = extreme(value);
-        lines[li] = v.to_string();
-        let bytes = (lines.join("\n") + "\n").into_bytes();
+        let bytes = with_number_replaced(text, li, which, value).unwrap();
         match parse_trace(&bytes, "rec") {
             Err(e) => {
                 let msg = format!("{e:#}");

@@ -25,7 +25,7 @@ pub use stats::{
 /// 3: a branch miss can be `ended` (the answer ended inside the block).
 /// 4: `drafted` carries the round's row decision (`rows`).
 /// 5: block diffusion (`mode: diffusion`, `denoised`, `block_written`).
-/// 6: `learned`: what the block policy observed of each round.
+/// 6: `learned`: what the block policy observed in each step of the engine.
 pub const EVENT_VERSION: u32 = 6;
 
 /// Identifies a request for its whole life.

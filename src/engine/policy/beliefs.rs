@@ -286,16 +286,18 @@ impl Beliefs {
                 continue;
             }
             let predicted = self.tables.value(size, signal, stratum);
-            let key = (size, stratum.map(str::to_string), self.tables.bin(signal));
-            let c = self.calib.entry(key).or_default();
+            let c = self
+                .calib
+                .entry(self.calib_key(size, signal, stratum))
+                .or_default();
             c.0 += predicted;
             c.1 += advance.min(size) as f64;
             *self.evidence.entry(size).or_default() += 1;
         }
     }
 
-    fn calib_key(&self, b: usize, h: &History) -> CalibKey {
-        (b, h.stratum(), self.tables.bin(h.signal()))
+    fn calib_key(&self, b: usize, signal: Option<f32>, stratum: Option<&str>) -> CalibKey {
+        (b, stratum.map(str::to_string), self.tables.bin(signal))
     }
 
     /// What the tables' V_B of a request with history `h` is scaled by: the tokens
@@ -307,19 +309,10 @@ impl Beliefs {
         if b < 2 {
             return 1.0;
         }
-        let (mut pred, mut real) = (0.0, 0.0);
-        for ((bb, _, _), (p, r)) in &self.calib {
-            if *bb == b {
-                pred += p;
-                real += r;
-            }
-        }
+        let (_, pred, real) = self.measured(b);
         let overall = (real + CALIB_PRIOR) / (pred + CALIB_PRIOR);
-        let (p, r) = self
-            .calib
-            .get(&self.calib_key(b, h))
-            .copied()
-            .unwrap_or((0.0, 0.0));
+        let key = self.calib_key(b, h.signal(), h.stratum().as_deref());
+        let (p, r) = self.calib.get(&key).copied().unwrap_or((0.0, 0.0));
         (r + CALIB_PRIOR * overall) / (p + CALIB_PRIOR)
     }
 
